@@ -1,0 +1,381 @@
+"""ComputeDAG: the computation as a DAG of operations, with the analyses the search needs.
+
+A DAG is made from the list of tensors that form the kernel's arguments (inputs and outputs, in the
+order the compiled kernel will take them). It orders the operations topologically, checks that every
+input the computation reads is an argument, and computes per operation the facts the sketch rules
+test (elementwise? reduction? strictly inlineable? needs multi-level tiling for data reuse?), the
+FLOP count, a readable print and a stable workload key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from . import expr as E
+from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+
+# Intrinsics that cost tens of cycles: inlining them into a tiled consumer would recompute them.
+EXPENSIVE_FUNCS = frozenset({"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "pow"})
+
+
+@dataclass
+class OpInfo:
+    """Facts about one operation, computed once per DAG."""
+
+    is_injective: bool = False        # a compute with no reduction
+    has_reduce: bool = False
+    has_branch: bool = False          # contains a select / if_then_else
+    has_expensive_op: bool = False    # calls exp/log/tanh/... (not worth recomputing)
+    is_simple_access: bool = False    # every read indexes with bare axes, no duplicates, in order
+    is_elementwise: bool = False      # injective and every read is an exact axis-for-axis match
+    is_strictly_inlineable: bool = False
+    needs_multi_level_tiling: bool = False
+    is_output: bool = False           # no consumer inside the DAG
+    producers: list[Operation] = field(default_factory=list)
+    consumers: list[Operation] = field(default_factory=list)
+    # every access of each input tensor: tensor op -> list of index tuples
+    reads: dict[Operation, list[tuple[E.Expr, ...]]] = field(default_factory=dict)
+
+
+class ComputeDAG:
+    """A computation given by its argument tensors (inputs and outputs, in call order)."""
+
+    def __init__(self, tensors: Sequence[Tensor] | "ComputeDAG"):
+        if isinstance(tensors, ComputeDAG):
+            tensors = tensors.tensors
+        if isinstance(tensors, Tensor):
+            tensors = [tensors]
+        tensors = list(tensors)
+        if not tensors:
+            raise ValueError("ComputeDAG needs at least one tensor")
+        for t in tensors:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"ComputeDAG takes tensors, got {t!r} (type {type(t).__name__})")
+        if len({id(t) for t in tensors}) != len(tensors):
+            dup = [t.name for t in tensors if sum(x is t for x in tensors) > 1][0]
+            raise ValueError(f"tensor {dup!r} appears twice in the argument list")
+        self.tensors: list[Tensor] = tensors
+        self.ops: list[Operation] = _topo_order([t.op for t in tensors])
+        args = {id(t.op) for t in tensors}
+        for op in self.ops:
+            if isinstance(op, PlaceholderOp) and id(op) not in args:
+                raise ValueError(
+                    f"placeholder {op.name!r} is read by the computation but is not in the "
+                    "argument list; pass it to ComputeDAG / build"
+                )
+        if not any(isinstance(op, ComputeOp) for op in self.ops):
+            raise ValueError("the argument list contains no compute; nothing to build")
+        self.op_index = {op: i for i, op in enumerate(self.ops)}
+        self.info: dict[Operation, OpInfo] = _analyse(self.ops)
+        self._key: str | None = None
+
+    # ---- facts ---------------------------------------------------------------------------------
+    @property
+    def compute_ops(self) -> list[ComputeOp]:
+        return [op for op in self.ops if isinstance(op, ComputeOp)]
+
+    @property
+    def placeholders(self) -> list[PlaceholderOp]:
+        return [op for op in self.ops if isinstance(op, PlaceholderOp)]
+
+    @property
+    def output_ops(self) -> list[Operation]:
+        return [t.op for t in self.tensors if isinstance(t.op, ComputeOp)]
+
+    @property
+    def flop_count(self) -> float:
+        return float(sum(op_flops(op) for op in self.compute_ops))
+
+    def elementwise_match(self, producer: Operation, consumer: Operation) -> bool:
+        """True if ``consumer`` reads ``producer`` only at its own index, shapes equal.
+
+        This is the condition for fusing an elementwise consumer into a tiled producer: the consumer
+        can then follow the producer's tiling loop for loop.
+        """
+        if not isinstance(consumer, ComputeOp) or self.info[consumer].has_reduce:
+            return False
+        if tuple(producer.shape) != tuple(consumer.shape):
+            return False
+        accesses = self.info[consumer].reads.get(producer, [])
+        return bool(accesses) and all(
+            len(idx) == len(consumer.axes) and all(i is a for i, a in zip(idx, consumer.axes))
+            for idx in accesses
+        )
+
+    @property
+    def workload_key(self) -> str:
+        """Same computation and shapes => same key, in any process. Names do not matter."""
+        if self._key is None:
+            canon = json.dumps(to_json(self, with_names=False), sort_keys=True, separators=(",", ":"))
+            self._key = hashlib.sha256(canon.encode()).hexdigest()[:32]
+        return self._key
+
+    def __str__(self) -> str:
+        lines = []
+        for op in self.ops:
+            if isinstance(op, PlaceholderOp):
+                lines.append(f"{op.name} = PLACEHOLDER {list(op.shape)}"
+                             + ("" if op.dtype == "float32" else f" {op.dtype}"))
+                continue
+            assert isinstance(op, ComputeOp)
+            head = f"{op.name}({', '.join(a.name for a in op.axes)})"
+            body = op.body
+            if isinstance(body, E.Reduce):
+                sym = {"sum": "+=", "max": "max=", "min": "min="}[body.combiner]
+                w = "" if body.where is None else f"  where {body.where}"
+                lines.append(f"{head} {sym} {body.source}{w}")
+            else:
+                lines.append(f"{head} = {body}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"ComputeDAG({', '.join(t.name for t in self.tensors)}; key={self.workload_key[:8]})"
+
+    def to_json(self) -> dict:
+        return to_json(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ComputeDAG":
+        return cls(from_json(data))
+
+
+def _topo_order(roots: Iterable[Operation]) -> list[Operation]:
+    order: list[Operation] = []
+    state: dict[int, int] = {}  # 1 = visiting, 2 = done
+    for root in roots:
+        stack: list[tuple[Operation, int]] = [(root, 0)]
+        while stack:
+            op, i = stack.pop()
+            if state.get(id(op)) == 2:
+                continue
+            inputs = op.input_tensors
+            if i == 0:
+                state[id(op)] = 1
+            if i < len(inputs):
+                stack.append((op, i + 1))
+                child = inputs[i].op
+                if state.get(id(child)) is None:
+                    stack.append((child, 0))
+                continue
+            state[id(op)] = 2
+            order.append(op)
+    return order
+
+
+def _analyse(ops: list[Operation]) -> dict[Operation, OpInfo]:
+    info = {op: OpInfo() for op in ops}
+    for op in ops:
+        for t in op.input_tensors:
+            if op not in info[t.op].consumers:
+                info[t.op].consumers.append(op)
+            info[op].producers.append(t.op)
+    for op in ops:
+        inf = info[op]
+        inf.is_output = not inf.consumers
+        if not isinstance(op, ComputeOp):
+            continue
+        nodes = E.post_order(op.body)
+        inf.has_reduce = isinstance(op.body, E.Reduce)
+        inf.is_injective = not inf.has_reduce
+        inf.has_branch = any(isinstance(n, E.Select) for n in nodes)
+        inf.has_expensive_op = any(isinstance(n, E.Call) and n.name in EXPENSIVE_FUNCS for n in nodes)
+        for n in nodes:
+            if isinstance(n, E.TensorLoad):
+                inf.reads.setdefault(n.tensor.op, []).append(n.indices)
+        axis_pos = {id(a): k for k, a in enumerate(op.axes)}
+        simple = True
+        elementwise = True
+        for prod, accesses in inf.reads.items():
+            for idx in accesses:
+                pos = [axis_pos.get(id(i)) for i in idx]
+                if any(p is None for p in pos) or len(set(pos)) != len(pos) or pos != sorted(pos):
+                    simple = False
+                if len(idx) != len(op.axes) or any(i is not a for i, a in zip(idx, op.axes)):
+                    elementwise = False
+        inf.is_simple_access = simple
+        inf.is_elementwise = inf.is_injective and elementwise
+        inf.is_strictly_inlineable = (inf.is_injective and not inf.has_branch
+                                      and not inf.has_expensive_op and simple)
+        inf.needs_multi_level_tiling = _needs_tiling(op, inf)
+    return info
+
+
+def _needs_tiling(op: ComputeOp, inf: OpInfo) -> bool:
+    # Data reuse exists when an input is indexed without some output axis: the same input element
+    # is then read for every value of that axis, and tiling keeps it in cache/registers.
+    spatial = [a for a in op.axes if a.extent > 1]
+    missing = 0
+    for accesses in inf.reads.values():
+        used: set[int] = set()
+        for idx in accesses:
+            for i in idx:
+                used.update(id(v) for v in E.free_vars(i))
+        if any(id(a) not in used for a in spatial):
+            missing += 1
+    return missing >= 2 or (missing >= 1 and inf.has_reduce)
+
+
+def op_flops(op: ComputeOp) -> int:
+    """Floating-point (and integer value) operations of one compute, index arithmetic excluded."""
+    points = 1
+    for a in op.axes:
+        points *= a.extent
+    body = op.body
+    if isinstance(body, E.Reduce):
+        for a in body.axes:
+            points *= a.extent
+        per = _count_ops(body.source) + 1  # + the combiner (the add of a sum)
+    else:
+        per = _count_ops(body)
+    return points * per
+
+
+def _count_ops(e: E.Expr) -> int:
+    if isinstance(e, (E.Const, E.Var, E.TensorLoad)):
+        return 0
+    if isinstance(e, E.Cast):
+        return _count_ops(e.value)
+    if isinstance(e, E.Select):
+        return _count_ops(e.cond) + max(_count_ops(e.true_value), _count_ops(e.false_value))
+    if isinstance(e, E.Unary) and e.op == "neg":
+        return 1 + _count_ops(e.a)
+    return 1 + sum(_count_ops(c) for c in e.children())
+
+
+# ---- serialisation: JSON, never code ------------------------------------------------------------
+
+SCHEMA_VERSION = 1
+
+
+def to_json(dag: ComputeDAG, with_names: bool = True) -> dict:
+    """A JSON-able description of the DAG; ``from_json`` rebuilds it without executing anything."""
+    index = {op: i for i, op in enumerate(dag.ops)}
+    ops_out = []
+    for op in dag.ops:
+        if isinstance(op, PlaceholderOp):
+            d: dict = {"kind": "placeholder", "shape": list(op.shape), "dtype": op.dtype}
+        else:
+            assert isinstance(op, ComputeOp)
+            axes = {id(a): ["ax", k] for k, a in enumerate(op.axes)}
+            raxes = {id(a): ["rax", k] for k, a in enumerate(op.reduce_axes)}
+            d = {
+                "kind": "compute",
+                "shape": list(op.shape),
+                "reduce_axes": [[a.lo, a.extent] for a in op.reduce_axes],
+                "body": _expr_json(op.body, index, {**axes, **raxes}),
+                "tag": op.tag,
+            }
+            if with_names:
+                d["axis_names"] = [a.name for a in op.axes]
+                d["reduce_axis_names"] = [a.name for a in op.reduce_axes]
+                if op.attrs:
+                    d["attrs"] = _json_attrs(op)
+        if with_names:
+            d["name"] = op.name
+        ops_out.append(d)
+    return {"version": SCHEMA_VERSION, "ops": ops_out, "args": [index[t.op] for t in dag.tensors]}
+
+
+def _json_attrs(op: ComputeOp) -> dict:
+    try:
+        json.dumps(op.attrs)
+    except TypeError:
+        return {k: v for k, v in op.attrs.items() if isinstance(v, (int, float, str, bool))}
+    return op.attrs
+
+
+def _expr_json(e: E.Expr, index: dict, axes: dict) -> list:
+    if isinstance(e, E.Const):
+        v = e.value
+        if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+            v = repr(v)  # JSON has no inf/nan literals
+        return ["c", e.dtype, v]
+    if isinstance(e, E.Var):
+        ref = axes.get(id(e))
+        if ref is None:
+            raise ValueError(f"cannot serialise free variable {e.name!r}")
+        return ref
+    if isinstance(e, E.Binary):
+        return ["b", e.op, _expr_json(e.a, index, axes), _expr_json(e.b, index, axes)]
+    if isinstance(e, E.Compare):
+        return ["cmp", e.op, _expr_json(e.a, index, axes), _expr_json(e.b, index, axes)]
+    if isinstance(e, E.Unary):
+        return ["u", e.op, _expr_json(e.a, index, axes)]
+    if isinstance(e, E.Call):
+        return ["call", e.name] + [_expr_json(a, index, axes) for a in e.args]
+    if isinstance(e, E.Select):
+        return ["sel"] + [_expr_json(c, index, axes) for c in e.children()]
+    if isinstance(e, E.Cast):
+        return ["cast", e.dtype, _expr_json(e.value, index, axes)]
+    if isinstance(e, E.TensorLoad):
+        return ["load", index[e.tensor.op]] + [_expr_json(i, index, axes) for i in e.indices]
+    if isinstance(e, E.Reduce):
+        return ["red", e.combiner, _expr_json(e.source, index, axes),
+                [axes[id(a)][1] for a in e.axes],
+                None if e.where is None else _expr_json(e.where, index, axes)]
+    raise TypeError(f"cannot serialise {type(e).__name__}")
+
+
+def from_json(data: dict) -> list[Tensor]:
+    """Rebuild the argument tensors of a DAG serialised by ``to_json``."""
+    from .tensor import compute, placeholder, reduce_axis
+
+    if not isinstance(data, dict) or data.get("version") != SCHEMA_VERSION:
+        raise ValueError(f"unsupported DAG description (version {data.get('version') if isinstance(data, dict) else '?'})")
+    tensors: list[Tensor] = []
+    for k, d in enumerate(data["ops"]):
+        name = d.get("name", f"T{k}")
+        if d["kind"] == "placeholder":
+            tensors.append(placeholder(tuple(d["shape"]), d["dtype"], name))
+            continue
+        rnames = d.get("reduce_axis_names") or [f"r{j}" for j in range(len(d["reduce_axes"]))]
+        raxes = [reduce_axis((lo, lo + ext), n) for (lo, ext), n in zip(d["reduce_axes"], rnames)]
+
+        def body(*axes, _d=d, _r=raxes):
+            return _expr_from(_d["body"], tensors, axes, _r)
+
+        names = d.get("axis_names") or [f"i{j}" for j in range(len(d["shape"]))]
+        body.__signature__ = _signature(names)  # type: ignore[attr-defined]
+        tensors.append(compute(tuple(d["shape"]), body, name, d.get("tag", ""), d.get("attrs") or {}))
+    return [tensors[i] for i in data["args"]]
+
+
+def _signature(names: list[str]):
+    import inspect
+
+    return inspect.Signature([inspect.Parameter(n if n.isidentifier() else f"i{k}",
+                                                inspect.Parameter.POSITIONAL_ONLY)
+                              for k, n in enumerate(names)])
+
+
+def _expr_from(j: list, tensors: list[Tensor], axes: tuple, raxes: list) -> E.Expr:
+    tag = j[0]
+    rec = lambda x: _expr_from(x, tensors, axes, raxes)  # noqa: E731
+    if tag == "c":
+        v = j[2]
+        if isinstance(v, str):
+            v = float(v)
+        return E.const(v, j[1])
+    if tag == "ax":
+        return axes[j[1]]
+    if tag == "rax":
+        return raxes[j[1]]
+    if tag == "b":
+        return E.binary(j[1], rec(j[2]), rec(j[3]))
+    if tag == "cmp":
+        return E.compare(j[1], rec(j[2]), rec(j[3]))
+    if tag == "u":
+        return E.unary(j[1], rec(j[2]))
+    if tag == "call":
+        return E.call(j[1], *[rec(a) for a in j[2:]])
+    if tag == "sel":
+        return E.select(rec(j[1]), rec(j[2]), rec(j[3]))
+    if tag == "cast":
+        return E.cast(rec(j[2]), j[1])
+    if tag == "load":
+        return tensors[j[1]][tuple(rec(i) for i in j[2:])]
+    if tag == "red":
+        return E.reduce(j[1], rec(j[2]), [raxes[i] for i in j[3]], None if j[4] is None else rec(j[4]))
+    raise ValueError(f"unknown expression tag {tag!r} in DAG description")
