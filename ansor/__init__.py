@@ -1,5 +1,13 @@
-"""ansor: the public face of ansor-py (filled in as the layers land)."""
-from compute import te
-from compute.compute_dag import ComputeDAG
+"""ansor-py: a template-free auto-scheduler for tensor programs on x86 CPUs.
 
-__all__ = ["ComputeDAG", "te"]
+Describe *what* to compute with ``ansor.te``; ``ansor.build`` compiles it to native code through
+LLVM. Schedules are ``State`` values built from transform steps (``dag.init_state().split(...)``).
+"""
+from compute import te
+from sketch.loop_state import InvalidStepError, Iterator, Stage, State
+
+from .build_module import build
+from .compute_dag import ComputeDAG
+
+__all__ = ["ComputeDAG", "InvalidStepError", "Iterator", "Stage", "State", "build", "te"]
+__version__ = "0.1.0"

@@ -335,6 +335,10 @@ def const(value: int | float | bool, dtype: str | None = None) -> Const:
         if isinstance(value, float) and not value.is_integer():
             raise TypeError(f"constant {value!r} is not an integer but dtype {dtype} was asked for")
         v = int(value)
+        lo, hi = int_range(dtype)
+        if not lo <= v <= hi:
+            raise ValueError(f"constant {v} does not fit in {dtype} (range {lo}..{hi}); "
+                             f"use te.cast({v}, {dtype!r}) to wrap it explicitly")
     return Const._make(dtype, v)  # type: ignore[return-value]
 
 

@@ -233,8 +233,6 @@ def _validate_body(name: str, axes: tuple[E.IterVar, ...], body: E.Expr) -> None
             "not part of a larger expression; put it in its own compute and combine in another"
         )
     bound = {id(a) for r in reduces for a in r.axes}
-    # Walk outside the reducer and inside it separately: a reduce axis is legal only inside.
-    outside = [body] if not reduces else []
     if reduces:
         r = reduces[0]
         for a in r.axes:
@@ -253,7 +251,6 @@ def _validate_body(name: str, axes: tuple[E.IterVar, ...], body: E.Expr) -> None
                 f"compute {name!r}: variable {v.name!r} does not belong to this compute "
                 "(an axis of another compute leaked in?)"
             )
-    del outside
     for n in nodes:
         if isinstance(n, E.TensorLoad) and isinstance(n.tensor.op, ComputeOp) and n.tensor.op.body is None:
             raise ValueError(f"compute {name!r}: reads an unfinished compute")

@@ -1,0 +1,41 @@
+"""``ansor.build``: from tensors, a DAG or a tuned schedule to a callable native kernel."""
+from __future__ import annotations
+
+import re
+from typing import Sequence, Union
+
+from compute import compute_dag as _cd
+from compute.tensor import Tensor
+from measure.kernel import Kernel, build_func
+from sketch.loop_state import State
+from sketch.lower import lower
+
+from .compute_dag import ComputeDAG
+
+Buildable = Union[Sequence[Tensor], _cd.ComputeDAG, State]
+
+
+def _func_name(dag: _cd.ComputeDAG) -> str:
+    outs = "_".join(op.name for op in dag.output_ops)
+    return re.sub(r"\W", "_", outs)[:48] or "kernel"
+
+
+def build(target: Buildable, name: str | None = None) -> Kernel:
+    """Compile ``target`` for this CPU and return a callable ``Kernel``.
+
+    ``target`` is a list of tensors (inputs and outputs in call order: built with the default
+    schedule), a ComputeDAG (default schedule) or a State (a schedule, e.g. from
+    ``task.apply_best``). The kernel takes one C-contiguous numpy array per argument and writes
+    the outputs in place.
+    """
+    if isinstance(target, State):
+        state = target
+    elif isinstance(target, _cd.ComputeDAG):
+        state = State.initial(target)
+    elif isinstance(target, (list, tuple)):
+        state = State.initial(ComputeDAG(list(target)))
+    else:
+        raise TypeError(f"ansor.build takes a list of tensors, a ComputeDAG or a State, got "
+                        f"{type(target).__name__}")
+    func = lower(state, name or _func_name(state.dag))
+    return build_func(func)

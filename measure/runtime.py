@@ -1,0 +1,91 @@
+"""Process-wide runtime support for compiled kernels: thread count and shared libraries.
+
+Parallel loops call into libgomp (``GOMP_parallel``, ``omp_get_thread_num``,
+``omp_get_num_threads``); float64 transcendental functions and ``frem`` call libm. Both libraries
+are loaded into the process symbol namespace once, before the first kernel is linked, so the JIT
+resolves those symbols. libgomp is the one lightgbm already links, so kernels and lightgbm share a
+single OpenMP runtime (two runtimes in one process would oversubscribe the cores).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import threading
+
+import llvmlite.binding as llvm
+
+ENV_NUM_THREADS = "ANSOR_NUM_THREADS"
+
+_LOCK = threading.Lock()
+_LOADED: dict[str, str] = {}
+
+
+def num_threads() -> int:
+    """Threads for parallel loops: ``$ANSOR_NUM_THREADS`` if set, else the CPUs usable here."""
+    raw = os.environ.get(ENV_NUM_THREADS)
+    if raw is not None and raw.strip() != "":
+        try:
+            n = int(raw.strip())
+        except ValueError:
+            raise ValueError(f"{ENV_NUM_THREADS}={raw!r} is not an integer; set it to a positive "
+                             "thread count or unset it to use every available CPU") from None
+        if n < 1:
+            raise ValueError(f"{ENV_NUM_THREADS}={raw!r} must be a positive thread count")
+        return n
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux: fall back to the machine's CPU count
+        return max(1, os.cpu_count() or 1)
+
+
+def _gomp_candidates() -> list[str]:
+    out: list[str] = []
+    found = ctypes.util.find_library("gomp")
+    if found:
+        out.append(found)
+    try:  # lightgbm bundles or links libgomp; its directory is a reliable place to look
+        import lightgbm  # noqa: PLC0415 - optional, only for locating the library
+
+        base = os.path.dirname(lightgbm.__file__)
+        for pattern in ("lib/libgomp*.so*", "../lightgbm.libs/libgomp*.so*", "../*.libs/libgomp*.so*"):
+            out.extend(sorted(glob.glob(os.path.join(base, pattern))))
+    except ImportError:
+        pass
+    out.extend(["libgomp.so.1", "libgomp.so"])
+    return out
+
+
+def _load_permanently(candidates: list[str]) -> str | None:
+    for path in candidates:
+        try:
+            # ctypes first with RTLD_GLOBAL so an already-mapped copy (lightgbm's) is reused; then
+            # LLVM's loader, which is what makes the symbols visible to the JIT linker.
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            llvm.load_library_permanently(path)
+            return path
+        except (OSError, RuntimeError):
+            continue
+    return None
+
+
+def ensure_loaded() -> dict[str, str]:
+    """Load libgomp and libm into the JIT's symbol space (once per process); returns the paths."""
+    if _LOADED:
+        return _LOADED
+    with _LOCK:
+        if _LOADED:
+            return _LOADED
+        gomp = _load_permanently(_gomp_candidates())
+        if gomp is None:
+            raise RuntimeError(
+                "cannot load the GNU OpenMP runtime (libgomp.so.1), which parallel kernels call; "
+                "install it with your system package manager (e.g. `apt-get install libgomp1` "
+                "or `dnf install libgomp`) or reinstall lightgbm, which ships with it")
+        libm_name = ctypes.util.find_library("m")
+        libm = _load_permanently([p for p in (libm_name, "libm.so.6") if p])
+        if libm is None:
+            raise RuntimeError("cannot load the C math library (libm.so.6)")
+        _LOADED.update(gomp=gomp, m=libm)
+        return _LOADED

@@ -1,0 +1,113 @@
+"""The host compilation target: one native LLVM target machine per process, its identity, O3.
+
+Everything that makes compiled code differ between machines (llvmlite and LLVM versions, triple,
+CPU name and feature string) is summarised by ``toolchain_identity()``; its ``key`` goes into every
+cache key and measurement record, so results from another machine or toolchain are never reused.
+LLVM initialisation is lazy so that importing ``measure`` stays cheap in processes that never
+compile.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from functools import lru_cache
+
+import llvmlite
+import llvmlite.binding as llvm
+
+_LOCK = threading.Lock()
+_INITIALISED = False
+
+
+def _init_llvm() -> None:
+    global _INITIALISED
+    if _INITIALISED:
+        return
+    with _LOCK:
+        if not _INITIALISED:
+            # llvm.initialize() raises on llvmlite >= 0.45; these two are all a native JIT needs.
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _INITIALISED = True
+
+
+@lru_cache(maxsize=1)
+def host_cpu_name() -> str:
+    _init_llvm()
+    return llvm.get_host_cpu_name()
+
+
+@lru_cache(maxsize=1)
+def host_cpu_features() -> str:
+    _init_llvm()
+    try:
+        return llvm.get_host_cpu_features().flatten()
+    except RuntimeError:  # some virtualised hosts cannot report features: the CPU name must do
+        return ""
+
+
+@lru_cache(maxsize=1)
+def host_triple() -> str:
+    _init_llvm()
+    return llvm.get_process_triple()
+
+
+def new_target_machine() -> llvm.TargetMachine:
+    """A fresh host target machine. An MCJIT engine takes ownership of the machine it is given,
+    so every engine needs its own; compilation shares ``target_machine()``."""
+    _init_llvm()
+    target = llvm.Target.from_triple(host_triple())
+    return target.create_target_machine(cpu=host_cpu_name(), features=host_cpu_features(),
+                                        opt=3, jit=True)
+
+
+@lru_cache(maxsize=1)
+def target_machine() -> llvm.TargetMachine:
+    """The process-wide target machine used for optimisation and object emission."""
+    return new_target_machine()
+
+
+@lru_cache(maxsize=1)
+def toolchain_identity() -> dict:
+    """Versions and host description; ``key`` is a short hash of all other fields."""
+    ident = {
+        "llvmlite": llvmlite.__version__,
+        "llvm": ".".join(str(v) for v in llvm.llvm_version_info),
+        "triple": host_triple(),
+        "cpu": host_cpu_name(),
+        "features": host_cpu_features(),
+    }
+    blob = json.dumps(ident, sort_keys=True).encode()
+    ident["key"] = hashlib.sha256(blob).hexdigest()[:16]
+    return dict(ident)
+
+
+def toolchain_key() -> str:
+    return toolchain_identity()["key"]
+
+
+def has_feature(name: str) -> bool:
+    """Whether the host feature string enables ``name`` (e.g. 'avx512f', 'fma')."""
+    return f"+{name}" in host_cpu_features().split(",")
+
+
+@lru_cache(maxsize=1)
+def vector_bits() -> int:
+    """Native SIMD register width in bits: 512 with AVX-512F, 256 with AVX2, 128 otherwise."""
+    if has_feature("avx512f"):
+        return 512
+    if has_feature("avx2"):
+        return 256
+    return 128
+
+
+def optimize(module: llvm.ModuleRef) -> llvm.ModuleRef:
+    """Run the O3 pipeline (with loop and SLP vectorisation) on ``module`` in place; returns it."""
+    tm = target_machine()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(module, pb)
+    return module

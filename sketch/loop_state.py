@@ -1,0 +1,383 @@
+"""Loop state: the schedule of a ComputeDAG as an immutable value.
+
+A ``State`` holds one ``Stage`` per operation (plus stages added by cache_write, cache_read and
+rfactor) and the list of transform steps that produced it. A stage knows its iterators (every one
+ever created, addressed by a persistent id), the current loop order (``leaves``), the split/fuse
+relations linking the loops to the operation's axes, and where it is computed (at root, inlined, or
+at an iterator of another stage).
+
+States are never mutated or deep-copied: applying a step builds a new State that shares every
+unchanged Stage, Iterator and the DAG with its parent (as TVM's loop_state and Halide's
+``make_child`` do). This keeps the evolutionary search's thousands of replays cheap.
+
+Steps address stages by index and iterators by their *position* in the stage's current loop order,
+exactly as records store them; the building API also accepts Iterator objects and names.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from compute.compute_dag import ComputeDAG
+from compute.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+
+if TYPE_CHECKING:
+    from .transform_steps import Step
+
+ANNOTATIONS = ("none", "parallel", "vectorize", "unroll")
+
+
+class InvalidStepError(ValueError):
+    """A transform step that does not apply to the state (the search discards such candidates)."""
+
+
+@dataclass(frozen=True)
+class Iterator:
+    """A loop of a stage. ``extent`` is the static extent with the stage computed at root."""
+
+    name: str
+    extent: int
+    kind: str  # "spatial" | "reduce"
+    annotation: str = "none"
+
+    def __str__(self) -> str:
+        ann = "" if self.annotation == "none" else f" @{self.annotation}"
+        return f"{self.name}({self.extent}){ann}"
+
+
+@dataclass(frozen=True)
+class SplitRel:
+    parent: int
+    children: tuple[int, ...]
+    lengths: tuple[int, ...]  # the given lengths (inner parts if inner_to_outer, else outer parts)
+    inner_to_outer: bool
+
+
+@dataclass(frozen=True)
+class FuseRel:
+    parents: tuple[int, ...]
+    child: int
+
+
+@dataclass(frozen=True)
+class Stage:
+    op: Operation
+    origin: Operation | None  # the DAG operation whose values this stage produces, if any
+    iters: tuple[Iterator, ...]  # every iterator ever created; index = persistent id
+    leaves: tuple[int, ...]  # current loops, outermost first (persistent ids)
+    n_root: int  # iters[:n_root] are the op's axes then its reduce axes
+    relations: tuple[SplitRel | FuseRel, ...] = ()
+    compute_at: str = "root"  # "root" | "inline" | "iter"
+    attach: tuple[int, int] | None = None  # (target stage index, target persistent iterator id)
+    auto_unroll_max_step: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def leaf_iters(self) -> list[Iterator]:
+        return [self.iters[i] for i in self.leaves]
+
+    @property
+    def is_placeholder(self) -> bool:
+        return isinstance(self.op, PlaceholderOp)
+
+    def position(self, it: "int | str | Iterator") -> int:
+        """Position in the current loop order of an iterator given by position, name or object."""
+        if isinstance(it, bool):
+            raise InvalidStepError(f"stage {self.name}: bad iterator {it!r}")
+        if isinstance(it, int):
+            if not 0 <= it < len(self.leaves):
+                raise InvalidStepError(
+                    f"stage {self.name} has {len(self.leaves)} loop(s); iterator position {it} does "
+                    "not exist (was it split or fused away?)"
+                )
+            return it
+        if isinstance(it, Iterator):
+            matches = [p for p, i in enumerate(self.leaves) if self.iters[i] is it]
+            if not matches:
+                raise InvalidStepError(
+                    f"iterator {it.name} is not a loop of stage {self.name} any more (it was split or "
+                    f"fused away); current loops: {', '.join(x.name for x in self.leaf_iters)}"
+                )
+            return matches[0]
+        if isinstance(it, str):
+            for p, i in enumerate(self.leaves):
+                if self.iters[i].name == it:
+                    return p
+            raise InvalidStepError(f"stage {self.name} has no loop named {it!r}; current loops: "
+                                   f"{', '.join(x.name for x in self.leaf_iters)}")
+        raise InvalidStepError(f"stage {self.name}: cannot use {it!r} as an iterator")
+
+
+def stage_for_op(op: Operation, origin: Operation | None) -> Stage:
+    if isinstance(op, ComputeOp):
+        iters = tuple(Iterator(a.name, a.extent, "spatial") for a in op.axes) + tuple(
+            Iterator(a.name, a.extent, "reduce") for a in op.reduce_axes)
+    else:
+        iters = tuple(Iterator(f"ax{d}", n, "spatial") for d, n in enumerate(op.shape))
+    return Stage(op=op, origin=origin, iters=iters, leaves=tuple(range(len(iters))),
+                 n_root=len(iters))
+
+
+@dataclass(frozen=True)
+class State:
+    """An immutable schedule. Every building method returns a new State."""
+
+    dag: ComputeDAG
+    stages: tuple[Stage, ...]
+    steps: tuple["Step", ...] = ()
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @staticmethod
+    def initial(dag: ComputeDAG) -> "State":
+        return State(dag, tuple(stage_for_op(op, op) for op in dag.ops))
+
+    # ---- lookup --------------------------------------------------------------------------------
+    def stage_index(self, stage: "int | str | Tensor | Operation | Stage") -> int:
+        if isinstance(stage, bool):
+            raise InvalidStepError(f"bad stage {stage!r}")
+        if isinstance(stage, int):
+            if not 0 <= stage < len(self.stages):
+                raise InvalidStepError(f"stage index {stage} out of range (0..{len(self.stages) - 1})")
+            return stage
+        if isinstance(stage, Stage):
+            for k, s in enumerate(self.stages):
+                if s is stage:
+                    return k
+            stage = stage.op
+        if isinstance(stage, Tensor):
+            stage = stage.op
+        if isinstance(stage, Operation):
+            for k, s in enumerate(self.stages):
+                if s.op is stage or s.origin is stage:
+                    return k
+            raise InvalidStepError(f"operation {stage.name!r} is not in this state")
+        if isinstance(stage, str):
+            hits = [k for k, s in enumerate(self.stages) if s.op.name == stage]
+            if len(hits) == 1:
+                return hits[0]
+            if not hits:
+                raise InvalidStepError(f"no stage named {stage!r}; stages: "
+                                       f"{', '.join(s.op.name for s in self.stages)}")
+            raise InvalidStepError(f"several stages are named {stage!r}; use the stage index")
+        raise InvalidStepError(f"cannot use {stage!r} as a stage")
+
+    def __getitem__(self, stage: "int | str | Tensor | Operation") -> Stage:
+        return self.stages[self.stage_index(stage)]
+
+    def consumers(self, stage_id: int) -> list[int]:
+        """Indices of the stages that read the given stage's output (after inlining is resolved
+        by lowering, these are the direct readers in the state's operation bodies)."""
+        key = ("consumers",)
+        table = self._cache.get(key)
+        if table is None:
+            from compute import expr as E
+
+            producer_of: dict[int, int] = {}
+            for k, s in enumerate(self.stages):
+                producer_of[id(s.op.output)] = k
+                if s.origin is not None and s.origin is not s.op:
+                    producer_of.setdefault(id(s.origin.output), k)
+            table = {k: [] for k in range(len(self.stages))}
+            for k, s in enumerate(self.stages):
+                if isinstance(s.op, ComputeOp):
+                    seen = set()
+                    for n in E.post_order(s.op.body):
+                        if isinstance(n, E.TensorLoad):
+                            p = producer_of.get(id(n.tensor))
+                            if p is not None and p not in seen:
+                                seen.add(p)
+                                table[p].append(k)
+            self._cache[key] = table
+        return list(table[stage_id])
+
+    def producers(self, stage_id: int) -> list[int]:
+        return [k for k in range(len(self.stages)) if stage_id in self.consumers(k)]
+
+    # ---- building API: each returns a new State -------------------------------------------------
+    def _do(self, step: "Step") -> "State":
+        return step.apply(self)
+
+    def split(self, stage, iterator, lengths: Sequence[int], inner_to_outer: bool = True) -> "State":
+        from .transform_steps import SplitStep
+
+        sid = self.stage_index(stage)
+        pos = self.stages[sid].position(iterator)
+        ext = self.stages[sid].leaf_iters[pos].extent
+        return self._do(SplitStep(sid, pos, ext, tuple(int(x) for x in lengths), inner_to_outer))
+
+    def follow_split(self, stage, iterator, src_step_id: int, n_split: int) -> "State":
+        from .transform_steps import FollowSplitStep
+
+        sid = self.stage_index(stage)
+        return self._do(FollowSplitStep(sid, self.stages[sid].position(iterator), src_step_id, n_split))
+
+    def follow_fused_split(self, stage, iterator, src_step_ids: Sequence[int], level: int,
+                           factor_or_nparts: bool) -> "State":
+        from .transform_steps import FollowFusedSplitStep
+
+        sid = self.stage_index(stage)
+        return self._do(FollowFusedSplitStep(sid, self.stages[sid].position(iterator),
+                                             tuple(src_step_ids), level, factor_or_nparts))
+
+    def fuse(self, stage, iterators: Iterable) -> "State":
+        from .transform_steps import FuseStep
+
+        sid = self.stage_index(stage)
+        st = self.stages[sid]
+        return self._do(FuseStep(sid, tuple(st.position(i) for i in iterators)))
+
+    def reorder(self, stage, order: Iterable) -> "State":
+        from .transform_steps import ReorderStep
+
+        sid = self.stage_index(stage)
+        st = self.stages[sid]
+        return self._do(ReorderStep(sid, tuple(st.position(i) for i in order)))
+
+    def compute_at(self, stage, target, iterator) -> "State":
+        from .transform_steps import ComputeAtStep
+
+        sid, tid = self.stage_index(stage), self.stage_index(target)
+        return self._do(ComputeAtStep(sid, tid, self.stages[tid].position(iterator)))
+
+    def compute_inline(self, stage) -> "State":
+        from .transform_steps import ComputeInlineStep
+
+        return self._do(ComputeInlineStep(self.stage_index(stage)))
+
+    def compute_root(self, stage) -> "State":
+        from .transform_steps import ComputeRootStep
+
+        return self._do(ComputeRootStep(self.stage_index(stage)))
+
+    def cache_write(self, stage, scope: str = "local") -> "State":
+        from .transform_steps import CacheWriteStep
+
+        return self._do(CacheWriteStep(self.stage_index(stage), scope))
+
+    def cache_read(self, stage, scope: str, readers: Iterable) -> "State":
+        from .transform_steps import CacheReadStep
+
+        return self._do(CacheReadStep(self.stage_index(stage), scope,
+                                      tuple(self.stage_index(r) for r in readers)))
+
+    def rfactor(self, stage, iterator, factor_iter_id: int = 0) -> "State":
+        from .transform_steps import RfactorStep
+
+        sid = self.stage_index(stage)
+        return self._do(RfactorStep(sid, self.stages[sid].position(iterator), factor_iter_id))
+
+    def annotate(self, stage, iterator, annotation: str) -> "State":
+        from .transform_steps import AnnotationStep
+
+        sid = self.stage_index(stage)
+        return self._do(AnnotationStep(sid, self.stages[sid].position(iterator), annotation))
+
+    def parallel(self, stage, iterator) -> "State":
+        return self.annotate(stage, iterator, "parallel")
+
+    def vectorize(self, stage, iterator) -> "State":
+        return self.annotate(stage, iterator, "vectorize")
+
+    def unroll(self, stage, iterator) -> "State":
+        return self.annotate(stage, iterator, "unroll")
+
+    def pragma(self, stage, iterator, pragma: str) -> "State":
+        from .transform_steps import PragmaStep
+
+        sid = self.stage_index(stage)
+        return self._do(PragmaStep(sid, self.stages[sid].position(iterator), pragma))
+
+    # ---- helpers for steps -----------------------------------------------------------------------
+    def with_stage(self, sid: int, stage: Stage, step: "Step") -> "State":
+        stages = self.stages[:sid] + (stage,) + self.stages[sid + 1:]
+        return State(self.dag, stages, self.steps + (step,))
+
+    def with_stages(self, stages: tuple[Stage, ...], step: "Step") -> "State":
+        return State(self.dag, stages, self.steps + (step,))
+
+    # ---- display ---------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        from .lower import state_str
+
+        return state_str(self)
+
+    def __repr__(self) -> str:
+        return f"State({len(self.stages)} stages, {len(self.steps)} steps)"
+
+    def canonical_key(self) -> str:
+        """A string that identifies the schedule (used to deduplicate candidates)."""
+        k = self._cache.get("key")
+        if k is None:
+            from .transform_steps import steps_to_json
+            import json
+
+            k = json.dumps(steps_to_json(self.steps), separators=(",", ":"))
+            self._cache["key"] = k
+        return k
+
+
+def replace_stage(stage: Stage, **kw) -> Stage:
+    return replace(stage, **kw)
+
+
+def iterator_extents(stage: Stage, root_extents: Sequence[int]) -> list[int]:
+    """Extents of every iterator of ``stage`` given its root extents (bound inference may shrink
+    them below the static ones): splits derive the remaining part, fuses multiply."""
+    from .transform_steps import split_extents
+
+    ext = [it.extent for it in stage.iters]
+    ext[: len(root_extents)] = list(root_extents)
+    for rel in stage.relations:
+        if isinstance(rel, SplitRel):
+            for c, e in zip(rel.children, split_extents(ext[rel.parent], rel.lengths, rel.inner_to_outer)):
+                ext[c] = e
+        else:
+            p = 1
+            for q in rel.parents:
+                p *= ext[q]
+            ext[rel.child] = p
+    return ext
+
+
+def iterator_values(stage: Stage, extents: Sequence[int], leaf_values: dict[int, "object"]):
+    """Express iterators through the loops' values, walking split/fuse relations backwards.
+
+    Returns ``(values, guards)``: ``values[i]`` for every iterator reachable from the given
+    leaves, and the conditions that must hold for an iteration to be real. A split whose parts
+    enumerate more values than the parent has (non-divisible) needs ``value < extent``, at every
+    level, not only at the root: an inner part split again would otherwise overflow into the
+    next outer value and compute some points twice.
+    """
+    from compute import expr as E
+
+    values: dict[int, E.Expr] = dict(leaf_values)  # type: ignore[arg-type]
+    cover: dict[int, int] = {i: extents[i] for i in values}
+    guards: list[E.Expr] = []
+    for rel in reversed(stage.relations):
+        if isinstance(rel, SplitRel):
+            if rel.parent in values or not all(c in values for c in rel.children):
+                continue
+            v: E.Expr = E.const(0)
+            top = 0
+            for c in rel.children:
+                v = v * extents[c] + values[c]
+                top = top * extents[c] + (cover[c] - 1)
+            values[rel.parent] = v
+            cover[rel.parent] = top + 1
+            if top + 1 > extents[rel.parent]:
+                guards.append(E.compare("lt", v, extents[rel.parent]))
+        else:
+            if rel.child not in values:
+                continue
+            f = values[rel.child]
+            stride = 1
+            for k, q in enumerate(reversed(rel.parents)):
+                outermost = k == len(rel.parents) - 1
+                d = f if stride == 1 else E.binary("floordiv", f, stride)
+                values[q] = d if outermost else E.binary("floormod", d, extents[q])
+                cover[q] = extents[q]
+                stride *= extents[q]
+    return values, guards

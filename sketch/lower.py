@@ -1,0 +1,411 @@
+"""Lowering: turn a loop State into a loop-IR PrimFunc the LLVM backend compiles.
+
+The steps, in order:
+1. *Inline*: substitute the bodies of inlined stages into their readers.
+2. *Bound inference*, consumers first: a stage computed at a loop of another stage produces only the
+   region its readers touch in one iteration of that loop. The region's start is a symbolic
+   expression of the enclosing loop variables; its size is a constant (so the buffer is a small
+   fixed-size local array LLVM can keep in registers). See ``bound.py``.
+3. *Loop nests*: each stage's loops in its current order, the stages attached to a loop emitted at
+   the top of that loop's body, the reduction's initialisation placed just outside its outermost
+   reduce loop, and explicit guards wherever a non-divisible split or a clamped region would step
+   outside the domain.
+4. *Auto-unroll*: the ``auto_unroll_max_step`` pragma marks small inner loop nests unrolled.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from compute import expr as E
+from compute import loop_ir as L
+from compute.tensor import ComputeOp, PlaceholderOp
+
+from .bound import const_upper, simplify, sym_bounds
+from .loop_state import InvalidStepError, State, iterator_extents, iterator_values
+
+_KIND = {"none": "serial", "parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}
+
+
+@dataclass
+class _Ctx:
+    """Everything lowering knows about one stage."""
+
+    sid: int
+    enclosing: list[tuple[E.Var, int, str]] = field(default_factory=list)  # loops around the nest
+    ext: list[int] = field(default_factory=list)           # extent of every iterator
+    leaf_var: dict[int, E.Var] = field(default_factory=dict)
+    axis_value: list[E.Expr] = field(default_factory=list)  # global index of each op axis
+    reduce_value: list[E.Expr] = field(default_factory=list)
+    local_value: list[E.Expr] = field(default_factory=list)  # index into the (region) buffer
+    root_min: list[E.Expr] = field(default_factory=list)
+    guards: list[E.Expr] = field(default_factory=list)
+    region_checks: list[tuple[int, str, int]] = field(default_factory=list)  # (axis, cmp, bound)
+    buffer: L.Buffer | None = None
+    region_local: bool = False  # buffer holds only the region (indices minus root_min)
+
+
+def lower(state: State, name: str = "default_function") -> L.PrimFunc:
+    """Lower ``state`` to a PrimFunc whose params are the DAG's argument tensors in order."""
+    return _Lowering(state, name).run()
+
+
+class _Lowering:
+    def __init__(self, state: State, name: str):
+        self.state = state
+        self.name = name
+        self.stages = state.stages
+        self.producer_of: dict[int, int] = {}
+        for k, s in enumerate(self.stages):
+            self.producer_of[id(s.op.output)] = k
+            if s.origin is not None:
+                self.producer_of.setdefault(id(s.origin.output), k)
+        self.ctx: dict[int, _Ctx] = {}
+        self.var_range: dict[int, tuple[int, int]] = {}
+
+    # ---- 1. inlining ------------------------------------------------------------------------------
+    def _effective_bodies(self) -> None:
+        self.body: dict[int, E.Expr] = {}
+        for k, s in enumerate(self.stages):
+            if not isinstance(s.op, ComputeOp):
+                continue
+            memo: dict[int, E.Expr] = {}
+
+            def inline(e: E.Expr) -> E.Expr | None:
+                if isinstance(e, E.TensorLoad):
+                    p = self.producer_of.get(id(e.tensor))
+                    if p is not None and self.stages[p].compute_at == "inline":
+                        idx = tuple(E.rewrite(i, inline, memo) for i in e.indices)
+                        pop = self.stages[p].op
+                        return E.substitute(self.body[p], dict(zip(pop.axes, idx)))
+                return None
+
+            self.body[k] = E.rewrite(s.op.body, inline, memo)
+        self.reads: dict[int, list[tuple[int, tuple[E.Expr, ...]]]] = {k: [] for k in range(len(self.stages))}
+        for k, b in self.body.items():
+            if self.stages[k].compute_at == "inline":
+                continue
+            for n in E.post_order(b):
+                if isinstance(n, E.TensorLoad):
+                    p = self.producer_of.get(id(n.tensor))
+                    if p is None:
+                        raise InvalidStepError(f"stage {self.stages[k].name} reads {n.tensor.name}, "
+                                               "which no stage produces")
+                    self.reads[p].append((k, n.indices))
+
+    # ---- 2. buffers and bound inference -------------------------------------------------------------
+    def _params(self) -> None:
+        self.params: list[L.Buffer] = []
+        self.param_of: dict[int, L.Buffer] = {}
+        for t in self.state.dag.tensors:
+            b = L.Buffer(t.name, t.shape, t.dtype, "global")
+            self.params.append(b)
+            self.param_of[id(t.op)] = b
+
+    def _param_for(self, k: int) -> L.Buffer | None:
+        s = self.stages[k]
+        b = self.param_of.get(id(s.op))
+        if b is None and s.origin is not None:
+            b = self.param_of.get(id(s.origin))
+        return b
+
+    def _bounds(self) -> None:
+        self.temps: list[L.Buffer] = []
+        for k in reversed(range(len(self.stages))):
+            s = self.stages[k]
+            if s.compute_at == "inline":
+                continue
+            if isinstance(s.op, PlaceholderOp):
+                c = _Ctx(k, buffer=self._param_for(k))
+                if c.buffer is None:
+                    raise InvalidStepError(f"placeholder {s.name} is not a kernel argument")
+                self.ctx[k] = c
+                continue
+            op = s.op
+            assert isinstance(op, ComputeOp)
+            c = _Ctx(k)
+            n_sp = len(op.axes)
+            if s.compute_at == "root":
+                c.root_min = [E.const(0)] * n_sp
+                region = list(op.shape)
+            else:
+                c.enclosing = self._enclosing(k)
+                c.root_min, region = self._region(k, c.enclosing)
+            root_ext = region + [a.extent for a in op.reduce_axes]
+            c.ext = iterator_extents(s, root_ext)
+            for lid in s.leaves:
+                v = E.var(s.iters[lid].name)
+                c.leaf_var[lid] = v
+                self.var_range[id(v)] = (0, c.ext[lid] - 1)
+            values, guards = iterator_values(s, c.ext, c.leaf_var)
+            c.local_value = [values[d] for d in range(n_sp)]
+            c.axis_value = [c.root_min[d] + values[d] for d in range(n_sp)]
+            c.reduce_value = [values[n_sp + j] + a.lo for j, a in enumerate(op.reduce_axes)]
+            c.guards = list(guards)
+            if s.compute_at == "iter":
+                # A region rounded up past the domain (or starting before it) must not be computed.
+                for d in range(n_sp):
+                    lo_max = const_upper(c.root_min[d], self.var_range)
+                    lo_min = -const_upper(-c.root_min[d], self.var_range)
+                    if lo_max + region[d] > op.shape[d]:
+                        c.region_checks.append((d, "lt", op.shape[d]))
+                    if lo_min < 0:
+                        c.region_checks.append((d, "ge", 0))
+            c.guards += [E.compare(cmp, c.axis_value[d], b) for d, cmp, b in c.region_checks]
+            c.buffer = self._param_for(k)
+            if c.buffer is None:
+                if s.compute_at == "root":
+                    c.buffer = L.Buffer(op.name, op.shape, op.dtype, "global")
+                    self.temps.append(c.buffer)
+                else:
+                    c.buffer = L.Buffer(op.name, region, op.dtype, "local")
+                    c.region_local = True
+            self.ctx[k] = c
+
+    def _enclosing(self, k: int) -> list[tuple[E.Var, int, str]]:
+        s = self.stages[k]
+        assert s.attach is not None
+        tid, it_id = s.attach
+        t = self.stages[tid]
+        if t.compute_at == "inline" or tid not in self.ctx:
+            raise InvalidStepError(f"stage {s.name} is computed at {t.name}, which is inlined or not "
+                                   "computed after it")
+        tc = self.ctx[tid]
+        if it_id not in t.leaves:
+            raise InvalidStepError(f"stage {s.name} is attached to a loop of {t.name} that no longer exists")
+        out = list(tc.enclosing)
+        for lid in t.leaves[: t.leaves.index(it_id) + 1]:
+            out.append((tc.leaf_var[lid], tc.ext[lid], _KIND[t.iters[lid].annotation]))
+        return out
+
+    def _region(self, k: int, enclosing) -> tuple[list[E.Expr], list[int]]:
+        s = self.stages[k]
+        op = s.op
+        fixed_ids = {id(v) for v, _, _ in enclosing}
+        sites = self.reads[k]
+        if not sites:
+            raise InvalidStepError(f"stage {s.name} is computed at a loop but nothing reads it")
+        los: list[list[E.Expr]] = [[] for _ in op.shape]
+        his: list[list[E.Expr]] = [[] for _ in op.shape]
+        for reader, idx in sites:
+            rc = self.ctx.get(reader)
+            if rc is None or not (self._inside(rc, fixed_ids, reader, k)):
+                raise InvalidStepError(
+                    f"stage {s.name} is computed at {self.stages[s.attach[0]].name} loop "
+                    f"{self.stages[s.attach[0]].iters[s.attach[1]].name}, but its reader "
+                    f"{self.stages[reader].name} runs outside that loop")
+            rop = self.stages[reader].op
+            sub = dict(zip(rop.axes, rc.axis_value))
+            sub.update(zip(rop.reduce_axes, rc.reduce_value))
+            for d, i in enumerate(idx):
+                g = E.substitute(i, sub)
+                ranging = {}
+                for n in E.post_order(g):
+                    if isinstance(n, E.Var) and id(n) not in fixed_ids:
+                        r = self.var_range.get(id(n))
+                        if r is None:
+                            raise InvalidStepError(f"bound inference for {s.name}: unknown loop {n.name}")
+                        ranging[id(n)] = r
+                lo, hi = sym_bounds(g, ranging, self.var_range)
+                los[d].append(lo)
+                his[d].append(hi)
+        root_min, region = [], []
+        for d in range(len(op.shape)):
+            ref = los[d][0]
+            off_min = min(-const_upper(ref - lo, self.var_range) for lo in los[d])
+            off_max = max(const_upper(hi - ref, self.var_range) for hi in his[d])
+            lo = ref + off_min
+            root_min.append(lo)
+            region.append(max(1, min(off_max - off_min + 1, op.shape[d])))
+        return root_min, region
+
+    def _inside(self, rc: _Ctx, fixed_ids: set[int], reader: int, k: int) -> bool:
+        s = self.stages[k]
+        tid = s.attach[0]
+        if reader == tid:
+            return True
+        have = {id(v) for v, _, _ in rc.enclosing}
+        return fixed_ids <= have
+
+    # ---- 3. expressions and loop nests ------------------------------------------------------------
+    def _lower_expr(self, e: E.Expr, k: int) -> E.Expr:
+        c = self.ctx[k]
+        op = self.stages[k].op
+        mapping = {id(a): v for a, v in zip(op.axes, c.axis_value)}
+        mapping.update({id(a): v for a, v in zip(op.reduce_axes, c.reduce_value)})
+        memo: dict[int, E.Expr] = {}
+
+        def fn(x: E.Expr) -> E.Expr | None:
+            if isinstance(x, E.Var):
+                return mapping.get(id(x))
+            if isinstance(x, E.TensorLoad):
+                p = self.producer_of[id(x.tensor)]
+                pc = self.ctx[p]
+                idx = [E.rewrite(i, fn, memo) for i in x.indices]
+                if pc.region_local:
+                    idx = [simplify(i - m) for i, m in zip(idx, pc.root_min)]
+                return L.buffer_load(pc.buffer, idx)
+            return None
+
+        return E.rewrite(e, fn, memo)
+
+    def _store_index(self, k: int, values: list[E.Expr] | None = None) -> tuple[E.Expr, ...]:
+        c = self.ctx[k]
+        loc = c.local_value if values is None else values
+        if c.region_local:
+            return tuple(loc)
+        return tuple(simplify(m + v) for m, v in zip(c.root_min, loc))
+
+    def _guard(self, conds: list[E.Expr], stmt: L.Stmt) -> L.Stmt:
+        cond: E.Expr | None = None
+        for g in conds:
+            if isinstance(g, E.Const) and g.value:
+                continue
+            cond = g if cond is None else E.binary("and", cond, g)
+        return stmt if cond is None else L.IfThenElse(cond, stmt)
+
+    def _emit(self, k: int) -> L.Stmt:
+        s = self.stages[k]
+        c = self.ctx[k]
+        op = s.op
+        assert isinstance(op, ComputeOp)
+        body = self.body[k]
+        buf = c.buffer
+        assert buf is not None
+        idx = self._store_index(k)
+        init: L.Stmt | None = None
+        first_red = next((p for p, lid in enumerate(s.leaves) if s.iters[lid].kind == "reduce"), None)
+        if isinstance(body, E.Reduce):
+            old = L.buffer_load(buf, idx)
+            src = self._lower_expr(body.source, k)
+            new = E.binary({"sum": "add", "max": "max", "min": "min"}[body.combiner], old, src)
+            if body.where is not None:
+                new = E.select(self._lower_expr(body.where, k), new, old)
+            inner: L.Stmt = self._guard(c.guards, L.Store(buf, idx, new))
+            init = self._init(k, body, first_red if first_red is not None else len(s.leaves))
+        else:
+            inner = self._guard(c.guards, L.Store(buf, idx, self._lower_expr(body, k)))
+        enclosing_parallel = any(kind == "parallel" for _, _, kind in c.enclosing)
+        for pos in reversed(range(len(s.leaves))):
+            lid = s.leaves[pos]
+            parts: list[L.Stmt | None] = []
+            allocs: list[L.Buffer] = []
+            for a in self.attached.get((k, lid), []):
+                parts.append(self._emit(a))
+                ab = self.ctx[a].buffer
+                if self.ctx[a].region_local and ab is not None:
+                    allocs.append(ab)
+            if first_red is not None and pos == first_red - 1:
+                parts.append(init)
+            parts.append(inner)
+            content = L.seq(*parts)
+            for ab in reversed(allocs):
+                content = L.Allocate(ab, content)
+            it = s.iters[lid]
+            kind = _KIND[it.annotation]
+            if kind == "parallel" and enclosing_parallel:
+                raise InvalidStepError(f"loop {it.name} of stage {s.name} is parallel inside another "
+                                       "parallel loop (nested parallel loops)")
+            inner = L.For(c.leaf_var[lid], c.ext[lid], kind, content)
+        nest = L.seq(init, inner) if first_red == 0 else inner
+        if s.auto_unroll_max_step > 0:
+            nest = _auto_unroll(nest, s.auto_unroll_max_step)
+        return nest
+
+    def _init(self, k: int, body: E.Reduce, first_red: int) -> L.Stmt:
+        """The identity store, inside fresh copies of the spatial loops nested below the reduction."""
+        s = self.stages[k]
+        c = self.ctx[k]
+        leaf_vals: dict[int, E.Expr] = {}
+        loops: list[tuple[E.Var, int, str]] = []
+        for pos, lid in enumerate(s.leaves):
+            it = s.iters[lid]
+            if pos < first_red:
+                leaf_vals[lid] = c.leaf_var[lid]
+            elif it.kind == "spatial":
+                v = E.var(it.name + ".init")
+                leaf_vals[lid] = v
+                ann = it.annotation if it.annotation != "parallel" else "none"
+                loops.append((v, c.ext[lid], _KIND[ann]))
+        values, guards = iterator_values(s, c.ext, leaf_vals)
+        n_sp = len(s.op.axes)
+        local = [values[d] for d in range(n_sp)]
+        stmt: L.Stmt = L.Store(c.buffer, self._store_index(k, local),
+                               E.reduce_identity(body.combiner, body.dtype))
+        conds = guards + [E.compare(cmp, c.root_min[d] + local[d], b) for d, cmp, b in c.region_checks]
+        stmt = self._guard(conds, stmt)
+        for v, ext, kind in reversed(loops):
+            stmt = L.For(v, ext, kind, stmt)
+        return stmt
+
+    def run(self) -> L.PrimFunc:
+        self._effective_bodies()
+        self._params()
+        self.attached: dict[tuple[int, int], list[int]] = {}
+        for k, s in enumerate(self.stages):
+            if s.compute_at == "iter" and s.attach is not None:
+                self.attached.setdefault(tuple(s.attach), []).append(k)  # type: ignore[arg-type]
+        self._bounds()
+        parts = [self._emit(k) for k, s in enumerate(self.stages)
+                 if s.compute_at == "root" and isinstance(s.op, ComputeOp)]
+        body = L.seq(*parts)
+        for b in reversed(self.temps):
+            body = L.Allocate(b, body)
+        return L.PrimFunc(self.name, tuple(self.params), body)
+
+
+def _steps(stmt: L.Stmt) -> int:
+    if isinstance(stmt, L.For):
+        return stmt.extent * _steps(stmt.body)
+    if isinstance(stmt, L.Seq):
+        return sum(_steps(x) for x in stmt.stmts)
+    if isinstance(stmt, L.IfThenElse):
+        return _steps(stmt.then_case) + (0 if stmt.else_case is None else _steps(stmt.else_case))
+    if isinstance(stmt, L.Allocate):
+        return _steps(stmt.body)
+    return 1
+
+
+def _auto_unroll(stmt: L.Stmt, max_step: int) -> L.Stmt:
+    def fn(s: L.Stmt) -> L.Stmt | None:
+        if isinstance(s, L.For) and s.kind == "serial" and _steps(s) <= max_step:
+            return L.For(s.var, s.extent, "unrolled", s.body, s.annotations)
+        return None
+
+    return L.map_stmt(stmt, fn)
+
+
+# ---- readable loop structure of a state ---------------------------------------------------------
+
+def state_str(state: State) -> str:
+    """The loop structure, TVM style: one line per loop, the computation at the innermost level."""
+    stages = state.stages
+    attached: dict[tuple[int, int], list[int]] = {}
+    for k, s in enumerate(stages):
+        if s.compute_at == "iter" and s.attach is not None:
+            attached.setdefault(tuple(s.attach), []).append(k)  # type: ignore[arg-type]
+    lines = []
+    ph = [s.name for s in stages if s.is_placeholder]
+    if ph:
+        lines.append("Placeholder: " + ", ".join(ph))
+
+    def emit(k: int, depth: int) -> None:
+        s = stages[k]
+        for lid in s.leaves:
+            it = s.iters[lid]
+            kw = {"none": "for", "parallel": "parallel", "vectorize": "vectorize", "unroll": "unroll"}[it.annotation]
+            lines.append("  " * depth + f"{kw} {it.name} (0,{it.extent})")
+            depth += 1
+            if s.auto_unroll_max_step and lid == s.leaves[0]:
+                lines.append("  " * depth + f"pragma auto_unroll_max_step={s.auto_unroll_max_step}")
+            for a in attached.get((k, lid), []):
+                emit(a, depth)
+        lines.append("  " * depth + f"{s.name} = ...")
+
+    for k, s in enumerate(stages):
+        if s.is_placeholder or s.compute_at != "root":
+            continue
+        emit(k, 0)
+    inl = [s.name for s in stages if s.compute_at == "inline"]
+    if inl:
+        lines.append("Inlined: " + ", ".join(inl))
+    return "\n".join(lines)

@@ -1,0 +1,550 @@
+"""Transform steps: small frozen records that change a loop state, replayable and serialisable.
+
+Each step holds only integers and strings (stage index, iterator position, factors), so it can be
+hashed, mutated by the search, written to a record file and replayed on a fresh DAG to rebuild the
+same state. ``apply`` checks validity and raises ``InvalidStepError`` with a message naming the
+stage and loop; the search uses the same check to discard bad candidates.
+
+Record tags follow TVM's auto_scheduler (SP, FSP, FFSP, FU, RE, CA, CI, CR, CHW, CHR, RF, AN, PR),
+so the records look familiar to its users.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from compute import expr as E
+from compute.tensor import ComputeOp, PlaceholderOp
+
+from .loop_state import (ANNOTATIONS, FuseRel, InvalidStepError, Iterator, SplitRel, Stage, State,
+                         iterator_values, stage_for_op)
+
+
+def _prod(xs) -> int:
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def split_extents(parent_extent: int, lengths: tuple[int, ...], inner_to_outer: bool) -> list[int]:
+    """Extents of the parts of a split, outermost first."""
+    derived = _ceil_div(parent_extent, _prod(lengths))
+    return [derived, *lengths] if inner_to_outer else [*lengths, derived]
+
+
+class Step:
+    tag: ClassVar[str]
+    stage_id: int
+
+    def apply(self, state: State) -> State:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def to_json(self) -> list:
+        return [self.tag] + [list(v) if isinstance(v, tuple) else v for v in self.__dict__.values()]
+
+
+def _stage(state: State, sid: int) -> Stage:
+    if not 0 <= sid < len(state.stages):
+        raise InvalidStepError(f"stage index {sid} out of range (0..{len(state.stages) - 1})")
+    return state.stages[sid]
+
+
+def _compute_stage(state: State, sid: int, what: str) -> Stage:
+    st = _stage(state, sid)
+    if not isinstance(st.op, ComputeOp):
+        raise InvalidStepError(f"cannot {what} placeholder {st.name!r}")
+    if st.compute_at == "inline":
+        raise InvalidStepError(f"cannot {what} stage {st.name!r}: it is inlined")
+    return st
+
+
+def _leaf(st: Stage, pos: int) -> tuple[int, Iterator]:
+    p = st.position(pos)
+    return st.leaves[p], st.iters[st.leaves[p]]
+
+
+def _move_attachments(stages: list[Stage], sid: int, old_ids: tuple[int, ...], new_id: int) -> None:
+    """Stages attached at a split or fused iterator move to the loop that replaces it."""
+    olds = set(old_ids)
+    for k, s in enumerate(stages):
+        if s.attach is not None and s.attach[0] == sid and s.attach[1] in olds:
+            stages[k] = replace(s, attach=(sid, new_id))
+
+
+def _shift_stage_ids(stages: list[Stage], at: int, by: int = 1) -> None:
+    """Renumber attach targets after inserting ``by`` stages at index ``at``."""
+    for k, s in enumerate(stages):
+        if s.attach is not None and s.attach[0] >= at:
+            stages[k] = replace(s, attach=(s.attach[0] + by, s.attach[1]))
+
+
+def _do_split(state: State, step: Step, sid: int, pos: int, lengths: tuple[int, ...],
+              inner_to_outer: bool) -> State:
+    st = _compute_stage(state, sid, "split")
+    leaf_id, it = _leaf(st, pos)
+    if it.annotation != "none":
+        raise InvalidStepError(f"cannot split {it.name} of stage {st.name}: it is annotated "
+                               f"{it.annotation}; split before annotating")
+    if not lengths or any((not isinstance(x, int)) or isinstance(x, bool) or x < 1 for x in lengths):
+        raise InvalidStepError(f"split of {it.name} in stage {st.name}: lengths must be positive "
+                               f"integers, got {list(lengths)}")
+    exts = split_extents(it.extent, lengths, inner_to_outer)
+    base = len(st.iters)
+    children = tuple(range(base, base + len(exts)))
+    new_iters = st.iters + tuple(Iterator(f"{it.name}.{k}", e, it.kind) for k, e in enumerate(exts))
+    leaves = st.leaves[:pos] + children + st.leaves[pos + 1:]
+    rel = SplitRel(leaf_id, children, tuple(lengths), inner_to_outer)
+    stages = list(state.stages)
+    stages[sid] = replace(st, iters=new_iters, leaves=leaves, relations=st.relations + (rel,))
+    _move_attachments(stages, sid, (leaf_id,), children[-1])
+    return state.with_stages(tuple(stages), step)
+
+
+@dataclass(frozen=True)
+class SplitStep(Step):
+    """Split a loop into len(lengths)+1 loops. ``lengths`` are the inner parts (outer first) when
+    ``inner_to_outer``, else the outer parts; the remaining part's extent is derived (rounded up:
+    a non-divisible split gets a guard)."""
+
+    tag: ClassVar[str] = "SP"
+    stage_id: int
+    iter_id: int
+    extent: int
+    lengths: tuple[int, ...]
+    inner_to_outer: bool = True
+
+    def apply(self, state: State) -> State:
+        return _do_split(state, self, self.stage_id, self.iter_id, tuple(self.lengths), self.inner_to_outer)
+
+
+@dataclass(frozen=True)
+class FollowSplitStep(Step):
+    """Split like an earlier SplitStep (its first n_split-1 lengths, the rest multiplied), so a
+    fused consumer tiles the same way as its producer."""
+
+    tag: ClassVar[str] = "FSP"
+    stage_id: int
+    iter_id: int
+    src_step_id: int
+    n_split: int
+
+    def lengths(self, state: State) -> tuple[int, ...]:
+        if not 0 <= self.src_step_id < len(state.steps):
+            raise InvalidStepError(f"follow_split: step {self.src_step_id} does not exist")
+        src = state.steps[self.src_step_id]
+        if not isinstance(src, SplitStep):
+            raise InvalidStepError(f"follow_split: step {self.src_step_id} is not a split")
+        if not 1 <= self.n_split <= len(src.lengths):
+            raise InvalidStepError(f"follow_split: n_split {self.n_split} outside 1..{len(src.lengths)}")
+        head = tuple(src.lengths[: self.n_split - 1])
+        return head + (_prod(src.lengths[self.n_split - 1:]),)
+
+    def apply(self, state: State) -> State:
+        return _do_split(state, self, self.stage_id, self.iter_id, self.lengths(state), True)
+
+
+@dataclass(frozen=True)
+class FollowFusedSplitStep(Step):
+    """Split by the product of the level-th lengths of several earlier splits (for a loop that
+    fuses the loops those splits produced)."""
+
+    tag: ClassVar[str] = "FFSP"
+    stage_id: int
+    iter_id: int
+    src_step_ids: tuple[int, ...]
+    level: int
+    factor_or_nparts: bool
+
+    def length(self, state: State) -> int:
+        out = 1
+        for sid in self.src_step_ids:
+            if not 0 <= sid < len(state.steps) or not isinstance(state.steps[sid], SplitStep):
+                raise InvalidStepError(f"follow_fused_split: step {sid} is not a split")
+            src = state.steps[sid]
+            if not 0 <= self.level < len(src.lengths):
+                raise InvalidStepError(f"follow_fused_split: level {self.level} out of range")
+            out *= src.lengths[self.level]
+        return out
+
+    def apply(self, state: State) -> State:
+        return _do_split(state, self, self.stage_id, self.iter_id, (self.length(state),),
+                         self.factor_or_nparts)
+
+
+@dataclass(frozen=True)
+class FuseStep(Step):
+    """Fuse consecutive loops (all spatial or all reduce) into one."""
+
+    tag: ClassVar[str] = "FU"
+    stage_id: int
+    fused_ids: tuple[int, ...]
+
+    def apply(self, state: State) -> State:
+        st = _compute_stage(state, self.stage_id, "fuse")
+        pos = [st.position(p) for p in self.fused_ids]
+        if not pos:
+            raise InvalidStepError(f"fuse on stage {st.name}: no loops given")
+        if pos != list(range(pos[0], pos[0] + len(pos))):
+            raise InvalidStepError(f"fuse on stage {st.name}: loops {pos} are not consecutive in "
+                                   "loop order (reorder them first)")
+        ids = tuple(st.leaves[p] for p in pos)
+        its = [st.iters[i] for i in ids]
+        kinds = {i.kind for i in its}
+        if len(kinds) > 1:
+            raise InvalidStepError(f"fuse on stage {st.name}: cannot fuse spatial and reduce loops "
+                                   f"({', '.join(i.name for i in its)})")
+        for i in its:
+            if i.annotation != "none":
+                raise InvalidStepError(f"fuse on stage {st.name}: loop {i.name} is annotated "
+                                       f"{i.annotation}; fuse before annotating")
+        if len(ids) == 1:
+            return state.with_stage(self.stage_id, st, self)
+        child = len(st.iters)
+        fused = Iterator("@".join(i.name for i in its) + "@", _prod(i.extent for i in its), its[0].kind)
+        leaves = st.leaves[: pos[0]] + (child,) + st.leaves[pos[-1] + 1:]
+        stages = list(state.stages)
+        stages[self.stage_id] = replace(st, iters=st.iters + (fused,), leaves=leaves,
+                                        relations=st.relations + (FuseRel(ids, child),))
+        _move_attachments(stages, self.stage_id, ids, child)
+        return state.with_stages(tuple(stages), self)
+
+
+@dataclass(frozen=True)
+class ReorderStep(Step):
+    """Put the stage's loops in the given order (a permutation of current positions)."""
+
+    tag: ClassVar[str] = "RE"
+    stage_id: int
+    after_ids: tuple[int, ...]
+
+    def apply(self, state: State) -> State:
+        st = _compute_stage(state, self.stage_id, "reorder")
+        order = [st.position(p) for p in self.after_ids]
+        if sorted(order) != list(range(len(st.leaves))):
+            raise InvalidStepError(f"reorder on stage {st.name}: {list(self.after_ids)} is not a "
+                                   f"permutation of its {len(st.leaves)} loops")
+        return state.with_stage(self.stage_id, replace(st, leaves=tuple(st.leaves[p] for p in order)), self)
+
+
+def _attached_inside(state: State, sid: int, target: int) -> bool:
+    """Is stage ``sid`` computed (transitively) inside a loop of stage ``target``?"""
+    seen = set()
+    s = state.stages[sid]
+    while s.compute_at == "iter" and s.attach is not None and s.attach[0] not in seen:
+        if s.attach[0] == target:
+            return True
+        seen.add(s.attach[0])
+        s = state.stages[s.attach[0]]
+    return False
+
+
+@dataclass(frozen=True)
+class ComputeAtStep(Step):
+    """Compute the stage inside loop ``target_iter_id`` of ``target_stage_id`` (a consumer)."""
+
+    tag: ClassVar[str] = "CA"
+    stage_id: int
+    target_stage_id: int
+    target_iter_id: int
+
+    def apply(self, state: State) -> State:
+        st = _stage(state, self.stage_id)
+        if st.is_placeholder:
+            raise InvalidStepError(f"cannot compute_at placeholder {st.name!r}")
+        tgt = _stage(state, self.target_stage_id)
+        if self.target_stage_id == self.stage_id:
+            raise InvalidStepError(f"cannot compute stage {st.name!r} at itself")
+        if tgt.compute_at == "inline":
+            raise InvalidStepError(f"cannot compute {st.name!r} at {tgt.name!r}: the target is inlined")
+        if _attached_inside(state, self.target_stage_id, self.stage_id):
+            raise InvalidStepError(f"cannot compute {st.name!r} at {tgt.name!r}: {tgt.name!r} is itself "
+                                   f"computed inside {st.name!r}")
+        consumers = state.consumers(self.stage_id)
+        if not consumers:
+            raise InvalidStepError(f"cannot compute_at {st.name!r}: nothing reads it")
+        ok = self.target_stage_id in consumers or any(
+            _attached_inside(state, c, self.target_stage_id) for c in consumers)
+        if not ok:
+            raise InvalidStepError(f"cannot compute {st.name!r} at {tgt.name!r}: {tgt.name!r} does not "
+                                   f"read {st.name!r}")
+        p = tgt.position(self.target_iter_id)
+        stages = list(state.stages)
+        stages[self.stage_id] = replace(st, compute_at="iter", attach=(self.target_stage_id, tgt.leaves[p]))
+        return state.with_stages(tuple(stages), self)
+
+
+def _check_not_target(state: State, sid: int, what: str) -> None:
+    for s in state.stages:
+        if s.compute_at == "iter" and s.attach is not None and s.attach[0] == sid:
+            raise InvalidStepError(f"cannot {what} {state.stages[sid].name!r}: stage {s.name!r} is "
+                                   "computed inside it")
+
+
+@dataclass(frozen=True)
+class ComputeInlineStep(Step):
+    tag: ClassVar[str] = "CI"
+    stage_id: int
+
+    def apply(self, state: State) -> State:
+        st = _stage(state, self.stage_id)
+        if not isinstance(st.op, ComputeOp):
+            raise InvalidStepError(f"cannot inline placeholder {st.name!r}")
+        if isinstance(st.op.body, E.Reduce):
+            raise InvalidStepError(f"cannot inline {st.name!r}: it has a reduction")
+        arg_ops = {id(t.op) for t in state.dag.tensors}
+        if id(st.op) in arg_ops or (st.origin is not None and id(st.origin) in arg_ops):
+            raise InvalidStepError(f"cannot inline {st.name!r}: it is a kernel argument (output)")
+        if not state.consumers(self.stage_id):
+            raise InvalidStepError(f"cannot inline {st.name!r}: nothing reads it")
+        _check_not_target(state, self.stage_id, "inline")
+        return state.with_stage(self.stage_id, replace(st, compute_at="inline", attach=None), self)
+
+
+@dataclass(frozen=True)
+class ComputeRootStep(Step):
+    tag: ClassVar[str] = "CR"
+    stage_id: int
+
+    def apply(self, state: State) -> State:
+        st = _stage(state, self.stage_id)
+        if st.is_placeholder:
+            raise InvalidStepError(f"cannot compute_root placeholder {st.name!r}")
+        return state.with_stage(self.stage_id, replace(st, compute_at="root", attach=None), self)
+
+
+def _unique_name(state: State, base: str) -> str:
+    names = {s.op.name for s in state.stages}
+    if base not in names:
+        return base
+    k = 1
+    while f"{base}{k}" in names:
+        k += 1
+    return f"{base}{k}"
+
+
+@dataclass(frozen=True)
+class CacheWriteStep(Step):
+    """Compute the stage into a new local stage ``<name>.<scope>``; the stage becomes a copy.
+
+    With the copy computed at a tile of the consumer, the accumulator is a small local buffer that
+    LLVM keeps in registers."""
+
+    tag: ClassVar[str] = "CHW"
+    stage_id: int
+    scope_name: str = "local"
+
+    def apply(self, state: State) -> State:
+        st = _compute_stage(state, self.stage_id, "cache_write")
+        if st.relations or st.leaves != tuple(range(st.n_root)):
+            raise InvalidStepError(f"cache_write on {st.name!r} must come before any split, fuse or "
+                                   "reorder of that stage")
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        cache = ComputeOp(_unique_name(state, f"{op.name}.{self.scope_name}"), op.axes, op.body, op.tag, op.attrs)
+        copy = ComputeOp(op.name, op.axes, cache.output[tuple(op.axes)], op.tag, op.attrs)
+        stages = list(state.stages)
+        _shift_stage_ids(stages, self.stage_id)
+        new_main = replace(stage_for_op(copy, st.origin), compute_at=st.compute_at, attach=st.attach,
+                           auto_unroll_max_step=st.auto_unroll_max_step)
+        stages[self.stage_id] = new_main
+        stages.insert(self.stage_id, stage_for_op(cache, None))
+        # Stages that were attached to the old stage's (root) loops stay attached to the copy.
+        return state.with_stages(tuple(stages), self)
+
+
+@dataclass(frozen=True)
+class CacheReadStep(Step):
+    """Copy the stage's output into ``<name>.<scope>`` and make the given readers read the copy."""
+
+    tag: ClassVar[str] = "CHR"
+    stage_id: int
+    scope_name: str
+    reader_stage_ids: tuple[int, ...]
+
+    def apply(self, state: State) -> State:
+        st = _stage(state, self.stage_id)
+        if st.compute_at == "inline":
+            raise InvalidStepError(f"cannot cache_read inlined stage {st.name!r}")
+        consumers = state.consumers(self.stage_id)
+        readers = tuple(self.reader_stage_ids)
+        if not readers:
+            raise InvalidStepError(f"cache_read of {st.name!r}: no readers given")
+        for r in readers:
+            if r not in consumers:
+                raise InvalidStepError(f"cache_read of {st.name!r}: stage {r} does not read it")
+        src = st.op.output
+        axes = tuple(E.iter_var(f"ax{d}", 0, n, "spatial") for d, n in enumerate(src.shape))
+        cache = ComputeOp(_unique_name(state, f"{st.name}.{self.scope_name}"), axes, src[axes],
+                          "cache_read", {})
+        olds = {id(st.op.output)}
+        if st.origin is not None:
+            olds.add(id(st.origin.output))
+        stages = list(state.stages)
+        for r in readers:
+            rs = stages[r]
+            assert isinstance(rs.op, ComputeOp)
+            body = E.rewrite(rs.op.body, lambda e: cache.output[e.indices] if isinstance(e, E.TensorLoad)
+                             and id(e.tensor) in olds else None)
+            new_op = ComputeOp(rs.op.name, rs.op.axes, body, rs.op.tag, rs.op.attrs)
+            stages[r] = replace(rs, op=new_op)
+        at = self.stage_id + 1
+        _shift_stage_ids(stages, at)
+        stages.insert(at, stage_for_op(cache, None))
+        return state.with_stages(tuple(stages), self)
+
+
+@dataclass(frozen=True)
+class RfactorStep(Step):
+    """Factor a reduction: the reduce loop at ``iter_id`` becomes a spatial axis (at position
+    ``factor_iter_id``) of a new stage ``<name>.rf``, and the stage reduces over it. This exposes
+    parallelism in reductions whose spatial extent is too small."""
+
+    tag: ClassVar[str] = "RF"
+    stage_id: int
+    iter_id: int
+    factor_iter_id: int
+
+    def apply(self, state: State) -> State:
+        st = _compute_stage(state, self.stage_id, "rfactor")
+        op = st.op
+        assert isinstance(op, ComputeOp)
+        body = op.body
+        if not isinstance(body, E.Reduce):
+            raise InvalidStepError(f"cannot rfactor {st.name!r}: it has no reduction")
+        fid, fit = _leaf(st, self.iter_id)
+        if fit.kind != "reduce":
+            raise InvalidStepError(f"rfactor on {st.name!r}: loop {fit.name} is not a reduction loop")
+        _check_not_target(state, self.stage_id, "rfactor")
+        n_sp = len(op.axes)
+        if not 0 <= self.factor_iter_id <= n_sp:
+            raise InvalidStepError(f"rfactor on {st.name!r}: factor position {self.factor_iter_id} "
+                                   f"outside 0..{n_sp}")
+        # Only splits may relate reduce loops here: fused reduce loops cannot be factored apart.
+        for rel in st.relations:
+            if isinstance(rel, FuseRel) and any(st.iters[p].kind == "reduce" for p in rel.parents):
+                raise InvalidStepError(f"rfactor on {st.name!r}: fused reduce loops are not supported")
+        reduce_leaves = [i for i in st.leaves if st.iters[i].kind == "reduce"]
+        rf_axis = E.iter_var(f"{fit.name}.rf", 0, fit.extent, "spatial")
+        new_raxes = {i: E.iter_var(st.iters[i].name, 0, st.iters[i].extent, "reduce")
+                     for i in reduce_leaves if i != fid}
+        exts = [it.extent for it in st.iters]
+        value, guards = iterator_values(st, exts, {fid: rf_axis, **new_raxes})
+        sub: dict = {}
+        for k, ax in enumerate(op.reduce_axes):
+            rid = n_sp + k
+            if rid not in value:
+                raise InvalidStepError(f"rfactor on {st.name!r}: cannot relate axis {ax.name} to loops")
+            sub[ax] = value[rid] + ax.lo
+        sp_axes = tuple(E.iter_var(a.name, 0, a.extent, "spatial") for a in op.axes)
+        sub.update({a: b for a, b in zip(op.axes, sp_axes)})
+        src = E.substitute(body.source, sub)
+        where = None if body.where is None else E.substitute(body.where, sub)
+        for g in guards:
+            where = g if where is None else E.binary("and", where, g)
+        rf_axes = sp_axes[: self.factor_iter_id] + (rf_axis,) + sp_axes[self.factor_iter_id:]
+        others = tuple(new_raxes[i] for i in reduce_leaves if i != fid)
+        if others:
+            rf_body: E.Expr = E.reduce(body.combiner, src, others, where)
+        else:
+            rf_body = src if where is None else E.select(where, src, E.reduce_identity(body.combiner, src.dtype))
+        rf_op = ComputeOp(_unique_name(state, f"{op.name}.rf"), rf_axes, rf_body, op.tag, op.attrs)
+        k_axis = E.iter_var(f"{fit.name}.v", 0, fit.extent, "reduce")
+        idx = op.axes[: self.factor_iter_id] + (k_axis,) + op.axes[self.factor_iter_id:]
+        new_op = ComputeOp(op.name, op.axes, E.reduce(body.combiner, rf_op.output[idx], (k_axis,)),
+                           op.tag, op.attrs)
+        stages = list(state.stages)
+        _shift_stage_ids(stages, self.stage_id)
+        stages[self.stage_id] = replace(stage_for_op(new_op, st.origin), compute_at=st.compute_at,
+                                        attach=st.attach)
+        stages.insert(self.stage_id, stage_for_op(rf_op, None))
+        return state.with_stages(tuple(stages), self)
+
+
+
+@dataclass(frozen=True)
+class AnnotationStep(Step):
+    """Mark a loop parallel, vectorize or unroll (or none to clear)."""
+
+    tag: ClassVar[str] = "AN"
+    stage_id: int
+    iter_id: int
+    annotation: str
+
+    def apply(self, state: State) -> State:
+        st = _compute_stage(state, self.stage_id, "annotate")
+        if self.annotation not in ANNOTATIONS:
+            raise InvalidStepError(f"unknown annotation {self.annotation!r}; use one of {ANNOTATIONS}")
+        leaf_id, it = _leaf(st, self.iter_id)
+        if self.annotation in ("vectorize", "parallel") and it.kind == "reduce":
+            raise InvalidStepError(f"cannot {self.annotation} reduction loop {it.name} of stage "
+                                   f"{st.name}: iterations would race on the accumulator")
+        if self.annotation == "parallel":
+            for other in st.leaf_iters:
+                if other is not it and other.annotation == "parallel":
+                    raise InvalidStepError(f"cannot parallelize {it.name} of stage {st.name}: loop "
+                                           f"{other.name} is already parallel (nested parallel loops)")
+        new_it = replace(it, annotation=self.annotation)
+        iters = st.iters[:leaf_id] + (new_it,) + st.iters[leaf_id + 1:]
+        return state.with_stage(self.stage_id, replace(st, iters=iters), self)
+
+
+@dataclass(frozen=True)
+class PragmaStep(Step):
+    """``auto_unroll_max_step$N``: unroll the stage's inner loops whose total trip count <= N."""
+
+    tag: ClassVar[str] = "PR"
+    stage_id: int
+    iter_id: int
+    pragma_type: str
+
+    def apply(self, state: State) -> State:
+        st = _compute_stage(state, self.stage_id, "pragma")
+        st.position(self.iter_id)
+        if self.pragma_type.startswith("auto_unroll_max_step$"):
+            try:
+                n = int(self.pragma_type.split("$", 1)[1])
+            except ValueError:
+                raise InvalidStepError(f"bad pragma {self.pragma_type!r}") from None
+            if n < 0:
+                raise InvalidStepError(f"bad pragma {self.pragma_type!r}: negative step count")
+            return state.with_stage(self.stage_id, replace(st, auto_unroll_max_step=n), self)
+        raise InvalidStepError(f"unknown pragma {self.pragma_type!r}")
+
+
+STEP_TYPES: dict[str, type[Step]] = {cls.tag: cls for cls in (
+    SplitStep, FollowSplitStep, FollowFusedSplitStep, FuseStep, ReorderStep, ComputeAtStep,
+    ComputeInlineStep, ComputeRootStep, CacheWriteStep, CacheReadStep, RfactorStep, AnnotationStep,
+    PragmaStep)}
+
+
+def steps_to_json(steps) -> list:
+    return [s.to_json() for s in steps]
+
+
+def step_from_json(rec: list) -> Step:
+    """Rebuild a step from its record form; raises ValueError naming the problem."""
+    if not isinstance(rec, list) or not rec or rec[0] not in STEP_TYPES:
+        raise ValueError(f"unknown step record {rec!r}")
+    cls = STEP_TYPES[rec[0]]
+    fields = [f for f in cls.__dataclass_fields__ if f != "tag"]
+    if len(rec) - 1 != len(fields):
+        raise ValueError(f"step record {rec!r}: expected {len(fields)} fields for {rec[0]}")
+    vals = [tuple(v) if isinstance(v, list) else v for v in rec[1:]]
+    for f, v in zip(fields, vals):
+        ok = isinstance(v, (int, str, bool, tuple))
+        if not ok:
+            raise ValueError(f"step record {rec!r}: field {f} has a bad value {v!r}")
+    return cls(*vals)
+
+
+def replay(dag, steps) -> State:
+    """Apply ``steps`` to the initial state of ``dag``; deterministic."""
+    state = State.initial(dag)
+    for s in steps:
+        state = s.apply(state)
+    return state
