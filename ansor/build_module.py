@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import re
-from typing import Sequence, Union
+from typing import TYPE_CHECKING, Sequence, Union
 
 from compute import compute_dag as _cd
 from compute.tensor import Tensor
-from measure.kernel import Kernel, build_func
 from sketch.loop_state import State
 from sketch.lower import lower
 
 from .compute_dag import ComputeDAG
+
+if TYPE_CHECKING:
+    from measure.kernel import Kernel
 
 Buildable = Union[Sequence[Tensor], _cd.ComputeDAG, State]
 
@@ -20,7 +22,7 @@ def _func_name(dag: _cd.ComputeDAG) -> str:
     return re.sub(r"\W", "_", outs)[:48] or "kernel"
 
 
-def build(target: Buildable, name: str | None = None) -> Kernel:
+def build(target: Buildable, name: str | None = None) -> "Kernel":
     """Compile ``target`` for this CPU and return a callable ``Kernel``.
 
     ``target`` is a list of tensors (inputs and outputs in call order: built with the default
@@ -37,5 +39,7 @@ def build(target: Buildable, name: str | None = None) -> Kernel:
     else:
         raise TypeError(f"ansor.build takes a list of tensors, a ComputeDAG or a State, got "
                         f"{type(target).__name__}")
+    from measure.kernel import build_func  # LLVM starts only when something is built
+
     func = lower(state, name or _func_name(state.dag))
     return build_func(func)

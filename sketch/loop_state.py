@@ -68,12 +68,26 @@ class Stage:
     n_root: int  # iters[:n_root] are the op's axes then its reduce axes
     relations: tuple[SplitRel | FuseRel, ...] = ()
     compute_at: str = "root"  # "root" | "inline" | "iter"
+    # Operations this stage's op replaced (cache_write, cache_read, rfactor rebuild ops); readers
+    # written against any of them read this stage.
+    aliases: tuple[Operation, ...] = ()
     attach: tuple[int, int] | None = None  # (target stage index, target persistent iterator id)
     auto_unroll_max_step: int = 0
 
     @property
     def name(self) -> str:
         return self.op.name
+
+    @property
+    def produced_ops(self) -> tuple[Operation, ...]:
+        extra = () if self.origin is None else (self.origin,)
+        return (self.op,) + self.aliases + extra
+
+    def replaced_by(self, op: Operation) -> "Stage":
+        """A fresh stage computing ``op`` in place of this one (same origin, remembers aliases)."""
+        fresh = stage_for_op(op, self.origin)
+        return replace(fresh, aliases=self.aliases + (self.op,), compute_at=self.compute_at,
+                       attach=self.attach, auto_unroll_max_step=self.auto_unroll_max_step)
 
     @property
     def leaf_iters(self) -> list[Iterator]:
@@ -151,7 +165,7 @@ class State:
             stage = stage.op
         if isinstance(stage, Operation):
             for k, s in enumerate(self.stages):
-                if s.op is stage or s.origin is stage:
+                if any(o is stage for o in s.produced_ops):
                     return k
             raise InvalidStepError(f"operation {stage.name!r} is not in this state")
         if isinstance(stage, str):
@@ -177,9 +191,8 @@ class State:
 
             producer_of: dict[int, int] = {}
             for k, s in enumerate(self.stages):
-                producer_of[id(s.op.output)] = k
-                if s.origin is not None and s.origin is not s.op:
-                    producer_of.setdefault(id(s.origin.output), k)
+                for o in s.produced_ops:
+                    producer_of.setdefault(id(o.output), k)
             table = {k: [] for k in range(len(self.stages))}
             for k, s in enumerate(self.stages):
                 if isinstance(s.op, ComputeOp):

@@ -56,9 +56,8 @@ class _Lowering:
         self.stages = state.stages
         self.producer_of: dict[int, int] = {}
         for k, s in enumerate(self.stages):
-            self.producer_of[id(s.op.output)] = k
-            if s.origin is not None:
-                self.producer_of.setdefault(id(s.origin.output), k)
+            for o in s.produced_ops:
+                self.producer_of.setdefault(id(o.output), k)
         self.ctx: dict[int, _Ctx] = {}
         self.var_range: dict[int, tuple[int, int]] = {}
 
@@ -102,11 +101,11 @@ class _Lowering:
             self.param_of[id(t.op)] = b
 
     def _param_for(self, k: int) -> L.Buffer | None:
-        s = self.stages[k]
-        b = self.param_of.get(id(s.op))
-        if b is None and s.origin is not None:
-            b = self.param_of.get(id(s.origin))
-        return b
+        for o in self.stages[k].produced_ops:
+            b = self.param_of.get(id(o))
+            if b is not None:
+                return b
+        return None
 
     def _bounds(self) -> None:
         self.temps: list[L.Buffer] = []

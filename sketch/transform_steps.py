@@ -348,10 +348,8 @@ class CacheWriteStep(Step):
         cache = ComputeOp(_unique_name(state, f"{op.name}.{self.scope_name}"), op.axes, op.body, op.tag, op.attrs)
         copy = ComputeOp(op.name, op.axes, cache.output[tuple(op.axes)], op.tag, op.attrs)
         stages = list(state.stages)
-        _shift_stage_ids(stages, self.stage_id)
-        new_main = replace(stage_for_op(copy, st.origin), compute_at=st.compute_at, attach=st.attach,
-                           auto_unroll_max_step=st.auto_unroll_max_step)
-        stages[self.stage_id] = new_main
+        _shift_stage_ids(stages, self.stage_id)  # also renumbers this stage's own attach target
+        stages[self.stage_id] = stages[self.stage_id].replaced_by(copy)
         stages.insert(self.stage_id, stage_for_op(cache, None))
         # Stages that were attached to the old stage's (root) loops stay attached to the copy.
         return state.with_stages(tuple(stages), self)
@@ -381,9 +379,7 @@ class CacheReadStep(Step):
         axes = tuple(E.iter_var(f"ax{d}", 0, n, "spatial") for d, n in enumerate(src.shape))
         cache = ComputeOp(_unique_name(state, f"{st.name}.{self.scope_name}"), axes, src[axes],
                           "cache_read", {})
-        olds = {id(st.op.output)}
-        if st.origin is not None:
-            olds.add(id(st.origin.output))
+        olds = {id(o.output) for o in st.produced_ops}
         stages = list(state.stages)
         for r in readers:
             rs = stages[r]
@@ -391,7 +387,7 @@ class CacheReadStep(Step):
             body = E.rewrite(rs.op.body, lambda e: cache.output[e.indices] if isinstance(e, E.TensorLoad)
                              and id(e.tensor) in olds else None)
             new_op = ComputeOp(rs.op.name, rs.op.axes, body, rs.op.tag, rs.op.attrs)
-            stages[r] = replace(rs, op=new_op)
+            stages[r] = replace(rs, op=new_op, aliases=rs.aliases + (rs.op,))
         at = self.stage_id + 1
         _shift_stage_ids(stages, at)
         stages.insert(at, stage_for_op(cache, None))
@@ -459,8 +455,7 @@ class RfactorStep(Step):
                            op.tag, op.attrs)
         stages = list(state.stages)
         _shift_stage_ids(stages, self.stage_id)
-        stages[self.stage_id] = replace(stage_for_op(new_op, st.origin), compute_at=st.compute_at,
-                                        attach=st.attach)
+        stages[self.stage_id] = replace(stages[self.stage_id].replaced_by(new_op), auto_unroll_max_step=0)
         stages.insert(self.stage_id, stage_for_op(rf_op, None))
         return state.with_stages(tuple(stages), self)
 

@@ -24,6 +24,7 @@ from compute.ops import workloads as W
 from compute.tensor import Tensor
 
 Arrays = list[np.ndarray]
+IntOrSeq = int | Sequence[int]
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,8 @@ def _pads(padding: int | Sequence[int], n: int) -> tuple[tuple[int, ...], tuple[
     return (p, p) if len(p) == n else (p[:n], p[n:])
 
 
-def np_conv_channels_last(x: np.ndarray, w: np.ndarray, stride=1, padding=0, dilation=1,
-                          groups: int = 1) -> np.ndarray:
+def np_conv_channels_last(x: np.ndarray, w: np.ndarray, stride: IntOrSeq = 1, padding: IntOrSeq = 0,
+                          dilation: IntOrSeq = 1, groups: int = 1) -> np.ndarray:
     """N-D convolution, x [N, *S, CI], w [*K, CI/groups, CO], one GEMM per kernel tap and group."""
     nsp = x.ndim - 2
     s, d = _tup(stride, nsp), _tup(dilation, nsp)
@@ -96,13 +97,15 @@ def np_conv_channels_last(x: np.ndarray, w: np.ndarray, stride=1, padding=0, dil
     return out
 
 
-def np_conv2d_nchw(x, w, stride=1, padding=0, dilation=1, groups=1) -> np.ndarray:
+def np_conv2d_nchw(x: np.ndarray, w: np.ndarray, stride: IntOrSeq = 1, padding: IntOrSeq = 0,
+                   dilation: IntOrSeq = 1, groups: int = 1) -> np.ndarray:
     out = np_conv_channels_last(np.transpose(x, (0, 2, 3, 1)), np.transpose(w, (2, 3, 1, 0)),
                                 stride, padding, dilation, groups)
     return np.transpose(out, (0, 3, 1, 2))
 
 
-def np_depthwise_nhwc(x, w, stride=1, padding=0, dilation=1) -> np.ndarray:
+def np_depthwise_nhwc(x: np.ndarray, w: np.ndarray, stride: IntOrSeq = 1, padding: IntOrSeq = 0,
+                      dilation: IntOrSeq = 1) -> np.ndarray:
     """x [N, H, W, C], w [KH, KW, C, M]; output channel c*M + m."""
     s, d = _tup(stride, 2), _tup(dilation, 2)
     before, after = _pads(padding, 2)
@@ -119,7 +122,8 @@ def np_depthwise_nhwc(x, w, stride=1, padding=0, dilation=1) -> np.ndarray:
     return out.reshape(x.shape[0], oh, ow, c * m)
 
 
-def np_conv2d_transpose_nhwc(x, w, stride=1, padding=0, output_padding=0, dilation=1) -> np.ndarray:
+def np_conv2d_transpose_nhwc(x: np.ndarray, w: np.ndarray, stride: IntOrSeq = 1, padding: IntOrSeq = 0,
+                             output_padding: IntOrSeq = 0, dilation: IntOrSeq = 1) -> np.ndarray:
     """Scatter form: input pixel (iy, ix) adds x * w[ky, kx] at (iy*s + ky*d - pt, ix*s + kx*d - pl)."""
     s, d, op = _tup(stride, 2), _tup(dilation, 2), _tup(output_padding, 2)
     (pt, pl), (pb, pr) = _pads(padding, 2)
@@ -138,7 +142,8 @@ def np_conv2d_transpose_nhwc(x, w, stride=1, padding=0, output_padding=0, dilati
     return full[:, pt:pt + oh, pl:pl + ow, :]
 
 
-def np_pool2d_nhwc(x, kernel, stride, padding, kind: str) -> np.ndarray:
+def np_pool2d_nhwc(x: np.ndarray, kernel: IntOrSeq, stride: IntOrSeq, padding: IntOrSeq,
+                   kind: str) -> np.ndarray:
     ks, s = _tup(kernel, 2), _tup(stride, 2)
     before, after = _pads(padding, 2)
     if kind == "max":
@@ -155,13 +160,13 @@ def np_pool2d_nhwc(x, kernel, stride, padding, kind: str) -> np.ndarray:
     return np.sum(np.stack(windows), axis=0) / (ks[0] * ks[1])  # count_include_pad
 
 
-def np_softmax(x) -> np.ndarray:
+def np_softmax(x: np.ndarray) -> np.ndarray:
     x = _f64(x)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def np_layer_norm(x, gamma, beta, eps=1e-5) -> np.ndarray:
+def np_layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5) -> np.ndarray:
     x = _f64(x)
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
@@ -171,16 +176,16 @@ def np_layer_norm(x, gamma, beta, eps=1e-5) -> np.ndarray:
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
-def np_gelu(x) -> np.ndarray:
+def np_gelu(x: np.ndarray) -> np.ndarray:
     x = _f64(x)
     return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
 
 
-def np_relu(x) -> np.ndarray:
+def np_relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0)
 
 
-def np_matmul(a, b, ta=False, tb=False) -> np.ndarray:
+def np_matmul(a: np.ndarray, b: np.ndarray, ta: bool = False, tb: bool = False) -> np.ndarray:
     a, b = _f64(a), _f64(b)
     return (np.swapaxes(a, -1, -2) if ta else a) @ (np.swapaxes(b, -1, -2) if tb else b)
 

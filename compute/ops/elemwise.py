@@ -38,32 +38,32 @@ def _broadcast_index(t: Tensor, idx: Sequence[IterVar], out_shape: Sequence[int]
                  for d, n in enumerate(t.shape))
 
 
-def _binary(op: str, a: Tensor | float | int, b: Tensor | float | int, fn: Callable[[Expr, Expr], Expr],
-            name: str) -> Tensor:
-    a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
-    if not a_t and not b_t:
-        raise TypeError(f"{op}: at least one operand must be a Tensor, got {a!r} and {b!r}")
+def _binary(op: str, a: Tensor | float | int, b: Tensor | float | int,
+            fn: Callable[[Expr, Expr], Expr], name: str) -> Tensor:
     for v in (a, b):
         if not isinstance(v, Tensor) and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise TypeError(f"{op}: operands must be Tensors or Python numbers, got {v!r}")
-    if a_t and b_t:
-        if a.dtype != b.dtype:  # type: ignore[union-attr]
-            raise ValueError(f"{op}: dtypes differ ({a.name!r}: {a.dtype}, {b.name!r}: {b.dtype}); "  # type: ignore[union-attr]
-                             "cast one of them first")
-        shape = broadcast_shape(op, a.shape, b.shape)  # type: ignore[union-attr]
-        tag = "elemwise" if a.shape == b.shape else "broadcast"  # type: ignore[union-attr]
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        ta, tb = a, b
+        if ta.dtype != tb.dtype:
+            raise ValueError(f"{op}: dtypes differ ({ta.name!r}: {ta.dtype}, {tb.name!r}: "
+                             f"{tb.dtype}); cast one of them first")
+        shape = broadcast_shape(op, ta.shape, tb.shape)
+        tag = "elemwise" if ta.shape == tb.shape else "broadcast"
 
         def body(*i: IterVar) -> Expr:
-            return fn(a[_broadcast_index(a, i, shape)], b[_broadcast_index(b, i, shape)])  # type: ignore[index]
-    else:
-        t = a if a_t else b
+            return fn(ta[_broadcast_index(ta, i, shape)], tb[_broadcast_index(tb, i, shape)])
+    elif isinstance(a, Tensor) or isinstance(b, Tensor):
+        t = a if isinstance(a, Tensor) else b
         assert isinstance(t, Tensor)
-        c = const(a if not a_t else b, t.dtype)  # type: ignore[arg-type]
+        tensor_first = t is a
+        c = const(b if tensor_first else a, t.dtype)  # type: ignore[arg-type]
         shape, tag = t.shape, "elemwise"
 
         def body(*i: IterVar) -> Expr:
-            return fn(t[i], c) if a_t else fn(c, t[i])
-
+            return fn(t[i], c) if tensor_first else fn(c, t[i])
+    else:
+        raise TypeError(f"{op}: at least one operand must be a Tensor, got {a!r} and {b!r}")
     return te.compute(shape, with_axis_names(body, axis_names(len(shape))), name=name, tag=tag)
 
 
@@ -133,14 +133,11 @@ def reshape(x: Tensor, newshape: int | Sequence[int], name: str = "reshape") -> 
     for v in req:
         if v != -1:
             known *= v
-    if -1 in req:
-        if size % known:
-            raise ValueError(f"reshape: cannot reshape {list(x.shape)} ({size} elements) into "
-                             f"{list(req)}: {size} is not divisible by {known}")
-        shape = tuple(size // known if v == -1 else v for v in req)
-    else:
-        shape = req
-    if known * (size // known if -1 in req else 1) != size:
+    if -1 in req and size % known:
+        raise ValueError(f"reshape: cannot reshape {list(x.shape)} ({size} elements) into "
+                         f"{list(req)}: {size} is not divisible by {known}")
+    shape = tuple(size // known if v == -1 else v for v in req)
+    if -1 not in req and known != size:
         raise ValueError(f"reshape: cannot reshape {list(x.shape)} ({size} elements) into "
                          f"{list(req)} ({known} elements)")
     in_strides = [1] * x.ndim

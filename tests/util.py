@@ -1,0 +1,36 @@
+"""Helpers shared by tests that compile and run kernels."""
+from __future__ import annotations
+
+import numpy as np
+
+from compute import reference
+from compute.tensor import ComputeOp
+
+
+def run_kernel(kernel, dag, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Call ``kernel`` with ``inputs`` for the placeholders and fresh (NaN-filled) outputs.
+
+    Outputs start as NaN (or a sentinel for ints) so an unwritten element cannot pass by luck.
+    """
+    it = iter(inputs)
+    args, outs = [], []
+    for t in dag.tensors:
+        if isinstance(t.op, ComputeOp):
+            fill = np.nan if np.dtype(t.dtype).kind == "f" else (True if t.dtype == "bool" else 123)
+            a = np.full(t.shape, fill, dtype=t.dtype)
+            outs.append(a)
+        else:
+            a = next(it)
+        args.append(a)
+    kernel(*args)
+    return outs
+
+
+def assert_matches_reference(kernel, dag, inputs, rtol=1e-4, atol=1e-5, what="") -> None:
+    expected = reference.evaluate(dag, inputs)
+    got = run_kernel(kernel, dag, inputs)
+    for e, g, t in zip(expected, got, [t for t in dag.tensors if isinstance(t.op, ComputeOp)]):
+        if np.dtype(t.dtype).kind == "f":
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"{what} output {t.name}")
+        else:
+            np.testing.assert_array_equal(g, e, err_msg=f"{what} output {t.name}")
