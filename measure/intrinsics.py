@@ -7,9 +7,9 @@ vector: every operation is elementwise, so one generator serves both. The codege
 ``MathLibrary`` for ``(name, dtype, lanes)`` and gets an internal ``alwaysinline`` function that is
 defined once per module.
 
-Algorithms (all written for this project; coefficients were fitted with a Lawson-iterated
-weighted least-squares fit in float64 against scipy's erf/erfcx/tanh/expm1, then rounded to
-float32, see the report in the test suite for measured errors):
+Algorithms (all written for this project; the float32 coefficients were fitted offline with a
+Lawson-iterated weighted least-squares fit in float64 against scipy's erf/erfcx/tanh/expm1 and
+rounded to float32; tests/measure/test_intrinsics.py measures the resulting errors):
 
 - exp: ``x = n ln2 + r`` (Cody-Waite split, exact with FMA), ``e^r`` by a degree-6 polynomial,
   ``2^n`` applied in two halves so that results in the subnormal range and overflow to inf come

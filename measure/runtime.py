@@ -13,6 +13,7 @@ import ctypes.util
 import glob
 import os
 import threading
+from typing import Iterable, Iterator
 
 import llvmlite.binding as llvm
 
@@ -40,24 +41,22 @@ def num_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _gomp_candidates() -> list[str]:
-    out: list[str] = []
+def _gomp_candidates() -> Iterator[str]:
     found = ctypes.util.find_library("gomp")
     if found:
-        out.append(found)
-    try:  # lightgbm bundles or links libgomp; its directory is a reliable place to look
-        import lightgbm  # noqa: PLC0415 - optional, only for locating the library
+        yield found
+    yield "libgomp.so.1"
+    try:  # lightgbm ships or links libgomp; its directory is the next place to look
+        import lightgbm  # noqa: PLC0415 - slow to import, so only when the system lookup failed
 
         base = os.path.dirname(lightgbm.__file__)
         for pattern in ("lib/libgomp*.so*", "../lightgbm.libs/libgomp*.so*", "../*.libs/libgomp*.so*"):
-            out.extend(sorted(glob.glob(os.path.join(base, pattern))))
+            yield from sorted(glob.glob(os.path.join(base, pattern)))
     except ImportError:
         pass
-    out.extend(["libgomp.so.1", "libgomp.so"])
-    return out
 
 
-def _load_permanently(candidates: list[str]) -> str | None:
+def _load_permanently(candidates: Iterable[str]) -> str | None:
     for path in candidates:
         try:
             # ctypes first with RTLD_GLOBAL so an already-mapped copy (lightgbm's) is reused; then

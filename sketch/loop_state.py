@@ -206,6 +206,22 @@ class State:
             self._cache[key] = table
         return list(table[stage_id])
 
+    def effective_consumers(self, stage_id: int) -> list[int]:
+        """Readers once inlining is resolved: an inlined reader is replaced by its own readers."""
+        out: list[int] = []
+        todo = list(self.consumers(stage_id))
+        seen: set[int] = set()
+        while todo:
+            c = todo.pop(0)
+            if c in seen:
+                continue
+            seen.add(c)
+            if self.stages[c].compute_at == "inline":
+                todo.extend(self.consumers(c))
+            else:
+                out.append(c)
+        return out
+
     def producers(self, stage_id: int) -> list[int]:
         return [k for k in range(len(self.stages)) if stage_id in self.consumers(k)]
 

@@ -279,10 +279,17 @@ class _Lowering:
             new = E.binary({"sum": "add", "max": "max", "min": "min"}[body.combiner], old, src)
             if body.where is not None:
                 new = E.select(self._lower_expr(body.where, k), new, old)
-            inner: L.Stmt = self._guard(c.guards, L.Store(buf, idx, new))
+            inner: L.Stmt = L.Store(buf, idx, new)
             init = self._init(k, body, first_red if first_red is not None else len(s.leaves))
         else:
-            inner = self._guard(c.guards, L.Store(buf, idx, self._lower_expr(body, k)))
+            inner = L.Store(buf, idx, self._lower_expr(body, k))
+        # Each guard goes on the loop that defines its innermost variable: an iteration outside the
+        # domain at an outer level then skips its whole subtree instead of testing every point.
+        level_of = {id(c.leaf_var[lid]): p for p, lid in enumerate(s.leaves)}
+        by_level: dict[int, list[E.Expr]] = {}
+        for g in c.guards:
+            lv = max((level_of.get(id(v), -1) for v in E.free_vars(g)), default=-1)
+            by_level.setdefault(lv, []).append(g)
         enclosing_parallel = any(kind == "parallel" for _, _, kind in c.enclosing)
         for pos in reversed(range(len(s.leaves))):
             lid = s.leaves[pos]
@@ -296,7 +303,7 @@ class _Lowering:
             if first_red is not None and pos == first_red - 1:
                 parts.append(init)
             parts.append(inner)
-            content = L.seq(*parts)
+            content = self._guard(by_level.get(pos, []), L.seq(*parts))
             for ab in reversed(allocs):
                 content = L.Allocate(ab, content)
             it = s.iters[lid]
@@ -306,6 +313,7 @@ class _Lowering:
                                        "parallel loop (nested parallel loops)")
             inner = L.For(c.leaf_var[lid], c.ext[lid], kind, content)
         nest = L.seq(init, inner) if first_red == 0 else inner
+        nest = self._guard(by_level.get(-1, []), nest)
         if s.auto_unroll_max_step > 0:
             nest = _auto_unroll(nest, s.auto_unroll_max_step)
         return nest

@@ -93,6 +93,11 @@ def _do_split(state: State, step: Step, sid: int, pos: int, lengths: tuple[int, 
     if not lengths or any((not isinstance(x, int)) or isinstance(x, bool) or x < 1 for x in lengths):
         raise InvalidStepError(f"split of {it.name} in stage {st.name}: lengths must be positive "
                                f"integers, got {list(lengths)}")
+    if _prod(lengths) > it.extent:
+        # Parts that multiply past the extent only enumerate guarded-out iterations, and nested
+        # they compound (a follow_split of [4, 17, 17] on an extent of 17 ran for minutes).
+        raise InvalidStepError(f"split of {it.name} (extent {it.extent}) in stage {st.name}: lengths "
+                               f"{list(lengths)} multiply to {_prod(lengths)}, more than the extent")
     exts = split_extents(it.extent, lengths, inner_to_outer)
     base = len(st.iters)
     children = tuple(range(base, base + len(exts)))
@@ -264,7 +269,7 @@ class ComputeAtStep(Step):
         if _attached_inside(state, self.target_stage_id, self.stage_id):
             raise InvalidStepError(f"cannot compute {st.name!r} at {tgt.name!r}: {tgt.name!r} is itself "
                                    f"computed inside {st.name!r}")
-        consumers = state.consumers(self.stage_id)
+        consumers = state.effective_consumers(self.stage_id)
         if not consumers:
             raise InvalidStepError(f"cannot compute_at {st.name!r}: nothing reads it")
         ok = self.target_stage_id in consumers or any(

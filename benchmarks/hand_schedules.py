@@ -1,0 +1,281 @@
+"""Hand-written schedules, expressed in transform steps, against numpy and PyTorch.
+
+These are the proof that the code generator reaches the speed the search aims for: GEMM 1024^3,
+conv2d NHWC 1x56x56x64 -> 64 (3x3, pad 1) and the same conv + bias + relu, float32.
+
+Method: every system is timed in a *fresh process* (leftover spinning threads of one runtime -
+libgomp's, OpenBLAS's, oneDNN's - distort another's timing on 2 cores), systems alternate over
+several rounds, each result is checked against a reference before it is timed, and we report the
+median over rounds. Each timing is the median of repeats of >= 100 ms on warm inputs.
+
+    python benchmarks/hand_schedules.py              # 5 rounds, 2 threads, table + JSON
+    python benchmarks/hand_schedules.py --rounds 3 --threads 1
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+WORKLOADS = ("gemm", "conv2d", "conv2d_bias_relu")
+
+
+# ---- the schedules ------------------------------------------------------------------------------
+
+def gemm_schedule(M: int = 1024, N: int = 1024, K: int = 1024):
+    """Register tile 8 x 32 (16 zmm accumulators), K blocked by 128, 128 x 128 parallel tiles."""
+    import ansor
+    from compute.ops import workloads as W
+
+    dag = ansor.ComputeDAG(W.matmul(M, N, K))
+    s = dag.init_state().cache_write("matmul")
+    CL, C = "matmul.local", "matmul"
+    s = s.split(C, "i", [128]).split(C, "j", [128]).reorder(C, ["i.0", "j.0", "i.1", "j.1"])
+    s = s.fuse(C, ["i.0", "j.0"]).parallel(C, 0)
+    s = s.compute_at(CL, C, 0)
+    s = s.split(C, "j.1", [32]).vectorize(C, "j.1.1")
+    s = s.split(CL, "i", [8]).split(CL, "j", [32]).split(CL, "k", [128])
+    s = s.reorder(CL, ["k.0", "i.0", "j.0", "k.1", "i.1", "j.1"])
+    s = s.unroll(CL, "i.1").vectorize(CL, "j.1")
+    return dag, s
+
+
+def _conv_tiles(s, out: str, acc: str):
+    """Tile the conv output ``out`` (n h w co) and compute the accumulator stage ``acc`` per tile:
+    8 output columns x 64 channels per tile, a register micro-kernel of 8 columns x 32 channels."""
+    s = s.split(out, "w", [8]).reorder(out, ["n", "h", "w.0", "w.1", "co"] if "co" in
+                                       [i.name for i in s[out].leaf_iters] else [0, 1, 2, 3, 4])
+    s = s.fuse(out, [0, 1]).parallel(out, 0)
+    s = s.compute_at(acc, out, 1)
+    s = s.vectorize(out, 3)
+    s = s.split(acc, "w", [8]).split(acc, "co", [32])   # n h w.0 w.1 co.0 co.1 rh rw rc
+    s = s.reorder(acc, ["n", "h", "w.0", "co.0", "rh", "rw", "rc", "w.1", "co.1"])
+    return s.unroll(acc, "w.1").vectorize(acc, "co.1")
+
+
+def conv2d_schedule():
+    import ansor
+    from compute.ops import workloads as W
+
+    dag = ansor.ComputeDAG(W.conv2d_nhwc(1, 56, 56, 64, 64, 3, 3, 1, 1))
+    s = dag.init_state().cache_write("conv2d_nhwc")
+    s = _conv_tiles(s, "conv2d_nhwc", "conv2d_nhwc.local")
+    pad = "conv2d_nhwc_pad"
+    s = s.fuse(pad, [0, 1]).parallel(pad, 0).vectorize(pad, 2)
+    return dag, s
+
+
+def conv2d_bias_relu_schedule():
+    import ansor
+    from compute.ops import workloads as W
+
+    dag = ansor.ComputeDAG(W.conv2d_bias_relu(1, 56, 56, 64, 64, 3, 3, 1, 1))
+    s = dag.init_state().compute_inline("bias_add")
+    # relu's axes are ax0..ax3; rename-free: address them by position (n h w co).
+    s = s.split("relu", 2, [8]).fuse("relu", [0, 1]).parallel("relu", 0)
+    s = s.compute_at("conv2d_nhwc", "relu", 1)
+    s = s.vectorize("relu", 3)
+    acc = "conv2d_nhwc"
+    s = s.split(acc, "w", [8]).split(acc, "co", [32])
+    s = s.reorder(acc, ["n", "h", "w.0", "co.0", "rh", "rw", "rc", "w.1", "co.1"])
+    s = s.unroll(acc, "w.1").vectorize(acc, "co.1")
+    pad = "conv2d_nhwc_pad"
+    s = s.fuse(pad, [0, 1]).parallel(pad, 0).vectorize(pad, 2)
+    return dag, s
+
+
+SCHEDULES = {"gemm": gemm_schedule, "conv2d": conv2d_schedule,
+             "conv2d_bias_relu": conv2d_bias_relu_schedule}
+
+
+# ---- one measurement, in a fresh process -----------------------------------------------------------
+
+def _time(fn, min_repeat_ms: float = 100.0, repeat: int = 7, warmup_s: float = 0.6) -> float:
+    # Keep the cores busy for a while first: on this host an idle vCPU runs ~2.5x slower for the
+    # first ~250 ms of work (measured), which would otherwise land in the first repeats.
+    t_end = time.perf_counter() + warmup_s
+    while time.perf_counter() < t_end:
+        fn()
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-7)
+    number = max(1, int(min_repeat_ms / 1e3 / one))
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - t0) / number)
+    return statistics.median(times)
+
+
+def worker(system: str, workload: str) -> dict:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    if workload == "gemm":
+        a = rng.uniform(-1, 1, (1024, 1024)).astype("float32")
+        b = rng.uniform(-1, 1, (1024, 1024)).astype("float32")
+        inputs, flops, ref = [a, b], 2 * 1024 ** 3, None
+    else:
+        x = rng.uniform(-1, 1, (1, 56, 56, 64)).astype("float32")
+        w = rng.uniform(-1, 1, (3, 3, 64, 64)).astype("float32")
+        inputs, flops = [x, w], 2 * 56 * 56 * 64 * 576
+        if workload == "conv2d_bias_relu":
+            inputs.append(rng.uniform(-1, 1, (64,)).astype("float32"))
+            flops += 2 * 56 * 56 * 64
+    if system == "ours":
+        import ansor
+        from compute import reference
+
+        dag, state = SCHEDULES[workload]()
+        t0 = time.perf_counter()
+        kernel = ansor.build(state)
+        build_s = time.perf_counter() - t0
+        out = np.empty(dag.tensors[-1].shape, "float32")
+        kernel(*inputs, out)
+        expected = reference.evaluate(dag, inputs)[0]
+        if not np.allclose(out, expected, rtol=1e-4, atol=1e-3):
+            return {"error": "wrong result"}
+        sec = _time(lambda: kernel(*inputs, out))
+        return {"seconds": sec, "gflops": flops / sec / 1e9, "build_seconds": build_s,
+                "threads": kernel.num_threads}
+    if system == "numpy":
+        if workload != "gemm":
+            return {"skipped": "numpy has no convolution"}
+        a, b = inputs
+        sec = _time(lambda: a @ b)
+        return {"seconds": sec, "gflops": flops / sec / 1e9}
+    if system == "torch":
+        try:
+            import torch
+        except ImportError:
+            return {"skipped": "torch not installed"}
+        torch.set_num_threads(int(os.environ["ANSOR_NUM_THREADS"]))
+        with torch.no_grad():
+            if workload == "gemm":
+                ta, tb = (torch.from_numpy(v) for v in inputs)
+                fn = lambda: ta @ tb  # noqa: E731
+                expected = inputs[0] @ inputs[1]
+            else:
+                tx = torch.from_numpy(inputs[0]).permute(0, 3, 1, 2)  # NHWC data = channels_last NCHW
+                tw = torch.from_numpy(inputs[1]).permute(3, 2, 0, 1).contiguous(
+                    memory_format=torch.channels_last)
+                tb = torch.from_numpy(inputs[2]) if len(inputs) > 2 else None
+                if tb is None:
+                    fn = lambda: torch.nn.functional.conv2d(tx, tw, padding=1)  # noqa: E731
+                else:
+                    fn = lambda: torch.relu(torch.nn.functional.conv2d(tx, tw, tb, padding=1))  # noqa: E731
+                expected = None
+            got = fn()
+            if expected is not None and not np.allclose(got.numpy(), expected, rtol=1e-3, atol=1e-3):
+                return {"error": "wrong result"}
+            sec = _time(fn)
+        return {"seconds": sec, "gflops": flops / sec / 1e9, "version": torch.__version__}
+    raise ValueError(system)
+
+
+def _run_worker(system: str, workload: str, threads: int) -> dict:
+    env = dict(os.environ, ANSOR_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+               OPENBLAS_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    proc = subprocess.run([sys.executable, __file__, "--worker", system, workload], env=env,
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "crashed"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def compile_time(rounds: int = 5) -> float:
+    """Median seconds to lower + optimise (O3) + emit object code for the GEMM schedule."""
+    from measure.kernel import compile_object
+    from sketch.lower import lower
+
+    dag, s = gemm_schedule()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        compile_object(lower(s, "gemm"))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", nargs=2, metavar=("SYSTEM", "WORKLOAD"), help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "hand_schedules.json"))
+    ns = ap.parse_args()
+    if ns.worker:
+        print(json.dumps(worker(*ns.worker)))
+        return 0
+
+    systems = ("ours", "numpy", "torch")
+    raw: dict = {w: {s: [] for s in systems} for w in WORKLOADS}
+    raw["gemm"]["ours_1thread"] = []
+    for r in range(ns.rounds):
+        for w in WORKLOADS:
+            for s in systems:
+                raw[w][s].append(_run_worker(s, w, ns.threads))
+        raw["gemm"]["ours_1thread"].append(_run_worker("ours", "gemm", 1))
+        print(f"round {r + 1}/{ns.rounds} done", file=sys.stderr, flush=True)
+
+    def med(results: list) -> float | None:
+        vals = [x["gflops"] for x in results if "gflops" in x]
+        return statistics.median(vals) if len(vals) == len(results) and vals else None
+
+    summary = {}
+    for w in WORKLOADS:
+        summary[w] = {s: med(raw[w][s]) for s in raw[w]}
+    ctime = compile_time()
+    import llvmlite
+    import numpy
+
+    report = {
+        "date": time.strftime("%Y-%m-%d"), "machine": platform.machine(), "cpu": _cpu_name(),
+        "threads": ns.threads, "rounds": ns.rounds, "numpy": numpy.__version__,
+        "llvmlite": llvmlite.__version__, "gemm_compile_seconds_median": ctime,
+        "summary_gflops": summary, "raw": raw,
+    }
+    Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(ns.out).write_text(json.dumps(report, indent=1))
+
+    print(f"\nHand schedules vs peers, {ns.threads} threads, median of {ns.rounds} rounds "
+          f"(fresh process per measurement), {report['cpu']}, {report['date']}\n")
+    print("| workload | ours GFLOPS | numpy GFLOPS | PyTorch GFLOPS | ours / best peer |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for w in WORKLOADS:
+        o, n, t = summary[w]["ours"], summary[w]["numpy"], summary[w]["torch"]
+        peers = [x for x in (n, t) if x]
+        ratio = f"{o / max(peers):.2f}" if o and peers else "-"
+        f = lambda x: f"{x:.1f}" if x else "-"  # noqa: E731
+        print(f"| {w} | {f(o)} | {f(n)} | {f(t)} | {ratio} |")
+    g1, g2 = summary["gemm"]["ours_1thread"], summary["gemm"]["ours"]
+    if g1 and g2:
+        print(f"\nGEMM 1 -> {ns.threads} threads: {g1:.1f} -> {g2:.1f} GFLOPS, speed-up {g2 / g1:.2f}x")
+    print(f"GEMM schedule compile time (lower + O3 + object code), median: {ctime * 1e3:.0f} ms")
+    print(f"JSON: {ns.out}")
+    return 0
+
+
+def _cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""Compile loop-IR functions to host machine code and call them on numpy arrays.
+
+Compilation and loading are split so measurement can compile in worker processes:
+``compile_object`` produces a picklable ``CompiledObject`` (object code plus what is needed to
+check arguments), ``load`` links it into an MCJIT engine in the current process, ``build_func``
+does both. A ``Kernel`` checks every argument (count, type, dtype, shape, contiguity,
+writeability, overlap) before calling through ctypes, which releases the GIL for the call.
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass, field
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from compute import dtype as dt
+from compute import loop_ir as L
+
+from . import runtime, target
+from .codegen import NUM_THREADS_GLOBAL, codegen, sanitize, written_buffers
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    written: bool
+
+
+@dataclass
+class CompiledObject:
+    """A compiled kernel, independent of any LLVM object: safe to pickle and ship to a worker."""
+
+    name: str
+    object_code: bytes
+    llvm_ir: str
+    args: tuple[ArgSpec, ...]
+    toolchain_key: str
+    compile_seconds: float
+    timings: dict = field(default_factory=dict)
+
+
+def _parse(ir: str) -> llvm.ModuleRef:
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    return mod
+
+
+def compile_object(func: L.PrimFunc) -> CompiledObject:
+    """Lower ``func`` to LLVM IR, optimise at O3 and emit host object code."""
+    t0 = time.perf_counter()
+    ir = codegen(func)
+    t1 = time.perf_counter()
+    mod = _parse(ir)
+    t2 = time.perf_counter()
+    target.optimize(mod)
+    t3 = time.perf_counter()
+    obj = target.target_machine().emit_object(mod)
+    t4 = time.perf_counter()
+    written = written_buffers(func)
+    args = tuple(ArgSpec(b.name, b.shape, b.dtype, b.uid in written) for b in func.params)
+    return CompiledObject(
+        name=sanitize(func.name), object_code=bytes(obj), llvm_ir=ir, args=args,
+        toolchain_key=target.toolchain_key(), compile_seconds=t4 - t0,
+        timings={"codegen": t1 - t0, "parse": t2 - t1, "optimize": t3 - t2, "emit": t4 - t3})
+
+
+class Kernel:
+    """A loaded kernel. Keeps its execution engine (and so the machine code) alive."""
+
+    def __init__(self, compiled: CompiledObject):
+        if compiled.toolchain_key != target.toolchain_key():
+            raise ValueError(f"kernel {compiled.name} was compiled for toolchain "
+                             f"{compiled.toolchain_key}, this process is {target.toolchain_key()}; "
+                             "recompile it here")
+        runtime.ensure_loaded()
+        self.compiled = compiled
+        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target.new_target_machine())
+        self._engine.add_object_file(llvm.ObjectFileRef.from_data(compiled.object_code))
+        self._engine.finalize_object()
+        addr = self._engine.get_function_address(compiled.name)
+        if not addr:
+            raise RuntimeError(f"symbol {compiled.name} not found in the compiled object")
+        proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(compiled.args)))
+        self._fn = proto(addr)
+        gaddr = self._engine.get_global_value_address(NUM_THREADS_GLOBAL)
+        self._nthreads = ctypes.c_int32.from_address(gaddr)
+        self._nthreads.value = runtime.num_threads()
+        self._optimized_ir: str | None = None
+        self._assembly: str | None = None
+
+    # ---- introspection ---------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.compiled.name
+
+    @property
+    def args(self) -> tuple[ArgSpec, ...]:
+        return self.compiled.args
+
+    @property
+    def llvm_ir(self) -> str:
+        return self.compiled.llvm_ir
+
+    def _optimized_module(self) -> llvm.ModuleRef:
+        # Recompiled on demand: the pipeline is deterministic, so this is what the object holds.
+        mod = _parse(self.compiled.llvm_ir)
+        target.optimize(mod)
+        return mod
+
+    @property
+    def optimized_ir(self) -> str:
+        if self._optimized_ir is None:
+            self._optimized_ir = str(self._optimized_module())
+        return self._optimized_ir
+
+    @property
+    def assembly(self) -> str:
+        if self._assembly is None:
+            self._assembly = target.target_machine().emit_assembly(self._optimized_module())
+        return self._assembly
+
+    @property
+    def num_threads(self) -> int:
+        return int(self._nthreads.value)
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"num_threads must be a positive int, got {n!r}")
+        self._nthreads.value = int(n)
+
+    # ---- calling ---------------------------------------------------------------------------
+    def _check(self, arrays: tuple) -> list[int]:
+        specs = self.compiled.args
+        if len(arrays) != len(specs):
+            names = ", ".join(s.name for s in specs)
+            raise TypeError(f"kernel {self.name} takes {len(specs)} arrays ({names}), got {len(arrays)}")
+        ptrs = []
+        for i, (a, s) in enumerate(zip(arrays, specs)):
+            what = f"kernel {self.name}: argument {i} ({s.name})"
+            if not isinstance(a, np.ndarray):
+                raise TypeError(f"{what} must be a numpy.ndarray, got {type(a).__name__}")
+            if a.dtype != dt.to_numpy(s.dtype):
+                raise ValueError(f"{what} must have dtype {s.dtype}, got {a.dtype}")
+            if tuple(a.shape) != s.shape:
+                raise ValueError(f"{what} must have shape {s.shape}, got {tuple(a.shape)}")
+            if not a.flags.c_contiguous:
+                raise ValueError(f"{what} must be C-contiguous, got strides {a.strides} "
+                                 "(use np.ascontiguousarray)")
+            if s.written and not a.flags.writeable:
+                raise ValueError(f"{what} is written by the kernel but the array is read-only")
+            ptrs.append(a.ctypes.data)
+        for i, (a, s) in enumerate(zip(arrays, specs)):
+            if not s.written:
+                continue
+            for j, b in enumerate(arrays):
+                if j != i and np.shares_memory(a, b):
+                    raise ValueError(f"kernel {self.name}: argument {i} ({s.name}) is written by the "
+                                     f"kernel and overlaps argument {j} ({specs[j].name}) in memory")
+        return ptrs
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        ptrs = self._check(arrays)
+        self._fn(*ptrs)
+
+    def random_args(self, seed: int = 0) -> list[np.ndarray]:
+        """Inputs filled with random values and written buffers zeroed (for benchmarking)."""
+        rng = np.random.default_rng(seed)
+        out = []
+        for s in self.compiled.args:
+            if s.written:
+                out.append(np.zeros(s.shape, dtype=s.dtype))
+            elif dt.is_float(s.dtype):
+                out.append(rng.uniform(-1, 1, s.shape).astype(s.dtype))
+            elif s.dtype == "bool":
+                out.append(rng.integers(0, 2, s.shape).astype(bool))
+            else:
+                # Small values: random data used as indices or divisors stays harmless.
+                out.append(rng.integers(0, 4, s.shape).astype(s.dtype))
+        return out
+
+    def benchmark(self, *arrays: np.ndarray, number: int | None = None, repeat: int = 5,
+                  min_repeat_ms: float = 50, warmup_ms: float = 300) -> float:
+        """Median seconds per call over ``repeat`` repeats of ``number`` calls each; ``number``
+        defaults to enough calls for one repeat to take at least ``min_repeat_ms``.
+
+        The kernel first runs for ``warmup_ms``: besides page faults and thread-pool start, an
+        idle vCPU on a virtual machine can run ~2.5x slower for the first ~250 ms of work.
+        """
+        args = list(arrays) if arrays else self.random_args()
+        ptrs = self._check(tuple(args))
+        fn = self._fn
+        fn(*ptrs)
+        t_end = time.perf_counter() + warmup_ms / 1e3
+        while time.perf_counter() < t_end:
+            fn(*ptrs)
+        if number is None:
+            number = 1
+            while True:
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    fn(*ptrs)
+                el = time.perf_counter() - t0
+                if el * 1e3 >= min_repeat_ms or number >= 1 << 30:
+                    break
+                number = max(number * 2, int(number * min_repeat_ms / max(el * 1e3, 1e-3) * 1.1))
+        times = []
+        for _ in range(max(1, repeat)):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn(*ptrs)
+            times.append((time.perf_counter() - t0) / number)
+        return float(np.median(times))
+
+
+def load(compiled: CompiledObject) -> Kernel:
+    return Kernel(compiled)
+
+
+def build_func(func: L.PrimFunc) -> Kernel:
+    """Compile and load ``func``."""
+    return load(compile_object(func))
