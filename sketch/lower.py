@@ -390,6 +390,15 @@ def state_str(state: State) -> str:
     for k, s in enumerate(stages):
         if s.compute_at == "iter" and s.attach is not None:
             attached.setdefault(tuple(s.attach), []).append(k)  # type: ignore[arg-type]
+    # Extents after bound inference (what the loops really run), when the state lowers at all.
+    try:
+        lw = _Lowering(state, "print")
+        lw._effective_bodies()
+        lw._params()
+        lw._bounds()
+        extents = {k: c.ext for k, c in lw.ctx.items() if c.ext}
+    except InvalidStepError:
+        extents = {}
     lines = []
     ph = [s.name for s in stages if s.is_placeholder]
     if ph:
@@ -400,7 +409,8 @@ def state_str(state: State) -> str:
         for lid in s.leaves:
             it = s.iters[lid]
             kw = {"none": "for", "parallel": "parallel", "vectorize": "vectorize", "unroll": "unroll"}[it.annotation]
-            lines.append("  " * depth + f"{kw} {it.name} (0,{it.extent})")
+            ext = extents[k][lid] if k in extents else it.extent
+            lines.append("  " * depth + f"{kw} {it.name} (0,{ext})")
             depth += 1
             if s.auto_unroll_max_step and lid == s.leaves[0]:
                 lines.append("  " * depth + f"pragma auto_unroll_max_step={s.auto_unroll_max_step}")
