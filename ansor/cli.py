@@ -35,14 +35,16 @@ def _fmt_time(sec: float) -> str:
     return f"{sec * 1e6:.1f} us"
 
 
-def _check_and_time(name: str, tensors: list, label: str) -> dict:
+def _check_and_time(target, label: str) -> dict:
+    """Build ``target`` (tensors, DAG or State), check it against the reference and time it."""
     import ansor
     from compute import reference
     from compute.tensor import ComputeOp
+    from sketch.loop_state import State
 
-    dag = ansor.ComputeDAG(tensors)
+    dag = target.dag if isinstance(target, State) else ansor.ComputeDAG(target)
     t0 = time.perf_counter()
-    kernel = ansor.build(dag)
+    kernel = ansor.build(target if isinstance(target, State) else dag)
     build_s = time.perf_counter() - t0
     inputs = reference.random_inputs(dag, seed=0)
     it = iter(inputs)
@@ -54,36 +56,47 @@ def _check_and_time(name: str, tensors: list, label: str) -> dict:
     sec = kernel.benchmark(*args, repeat=5, min_repeat_ms=100)
     flops = dag.flop_count
     gf = flops / sec / 1e9 if flops else 0.0
-    print(f"  {label:<38} build {build_s:6.2f} s | run {_fmt_time(sec):>10} | {gf:7.2f} GFLOPS | "
-          f"{'matches reference' if ok else 'MISMATCH'}")
-    return {"name": name, "ok": ok, "seconds": sec, "gflops": gf, "build_seconds": build_s}
+    print(f"  {label:<44} build {build_s:5.2f} s | {_fmt_time(sec):>10} | {gf:7.1f} GFLOPS | "
+          f"{'matches reference' if ok else 'MISMATCH'}", flush=True)
+    return {"ok": ok, "seconds": sec, "gflops": gf, "build_seconds": build_s}
+
+
+def _numpy_matmul_seconds(n: int) -> float:
+    a = np.random.rand(n, n).astype("float32")
+    b = np.random.rand(n, n).astype("float32")
+    t_end = time.perf_counter() + 0.3  # warm the cores up, as Kernel.benchmark does
+    while time.perf_counter() < t_end:
+        a @ b
+    times = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for _ in range(10):
+            a @ b
+        times.append((time.perf_counter() - t0) / 10)
+    return float(np.median(times))
 
 
 def cmd_default(_: argparse.Namespace) -> int:
-    """Build the default schedules of a GEMM and a ResNet conv2d, check them and time them."""
+    """A GEMM and a ResNet conv2d: default schedule, hand-written schedule, numpy."""
+    from ansor.hand_schedules import conv2d_schedule, gemm_schedule
     from compute.ops import workloads as W
     from measure.runtime import num_threads
 
-    print(f"ansor-py default job: default schedules (no tuning yet), {num_threads()} thread(s)")
-    results = [
-        _check_and_time("matmul", W.matmul(512, 512, 512), "matmul 512x512x512"),
-        _check_and_time("conv2d", W.conv2d_nhwc(1, 56, 56, 64, 64, 3, 3, 1, 1),
-                        "conv2d NHWC 1x56x56x64 -> 64, 3x3"),
-    ]
-    a = np.random.rand(512, 512).astype("float32")
-    b = np.random.rand(512, 512).astype("float32")
-    a @ b
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - t0)
-    np_sec = float(np.median(times))
-    print(f"  {'numpy a @ b (OpenBLAS) 512^3':<38} {'':>14} | run {_fmt_time(np_sec):>10} | "
-          f"{2 * 512 ** 3 / np_sec / 1e9:7.2f} GFLOPS")
-    print(f"  default-schedule matmul runs at {np_sec / results[0]['seconds']:.3f}x numpy: this is "
-          "the starting point the schedules and the search improve on")
-    return 0 if all(r["ok"] for r in results) else 1
+    n = 512
+    print(f"ansor-py default job ({num_threads()} thread(s)): default schedules vs schedules written "
+          "with transform steps (ansor.hand_schedules), each checked against the numpy reference",
+          flush=True)
+    g0 = _check_and_time(W.matmul(n, n, n), f"matmul {n}^3, default schedule")
+    g1 = _check_and_time(gemm_schedule(n, n, n)[1], f"matmul {n}^3, hand-written schedule")
+    np_sec = _numpy_matmul_seconds(n)
+    print(f"  {f'numpy a @ b (OpenBLAS) {n}^3':<44} {'':>13} | {_fmt_time(np_sec):>10} | "
+          f"{2 * n ** 3 / np_sec / 1e9:7.1f} GFLOPS")
+    c0 = _check_and_time(W.conv2d_nhwc(1, 56, 56, 64, 64, 3, 3, 1, 1), "conv2d NHWC 56x56x64->64 3x3, default")
+    c1 = _check_and_time(conv2d_schedule()[1], "conv2d NHWC 56x56x64->64 3x3, hand-written")
+    print(f"speed-up of the schedules over the default: matmul {g0['seconds'] / g1['seconds']:.0f}x, "
+          f"conv2d {c0['seconds'] / c1['seconds']:.0f}x; matmul vs numpy: "
+          f"{np_sec / g1['seconds']:.2f}x numpy's speed")
+    return 0 if all(r["ok"] for r in (g0, g1, c0, c1)) else 1
 
 
 def cmd_workloads(_: argparse.Namespace) -> int:
@@ -109,7 +122,7 @@ def cmd_build(ns: argparse.Namespace) -> int:
     except (TypeError, ValueError) as err:
         print(f"ansor: {ns.workload}{args}: {err}", file=sys.stderr)
         return 2
-    r = _check_and_time(ns.workload, tensors, f"{ns.workload}{args}")
+    r = _check_and_time(tensors, f"{ns.workload}{args}")
     return 0 if r["ok"] else 1
 
 

@@ -1,0 +1,75 @@
+"""What a measurement is: its input, its result and the error codes, shared by builder, runner,
+records and the search.
+
+A measurement never raises into the tuner: every failure of a candidate - an invalid schedule, a
+compiler error, a crash, a hang, a wrong answer - is a ``MeasureResult`` with an error code, so a
+tuning run of hours survives anything one candidate does. The codes and their numbers follow TVM's
+auto_scheduler, which users' tools already understand.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+# A failed measurement's cost, so that sorting by cost puts failures last.
+MAX_FLOAT = 1e10
+
+
+class MeasureErrorNo(IntEnum):
+    NO_ERROR = 0
+    INSTANTIATION_ERROR = 1  # the steps do not apply / the state does not lower (invalid schedule)
+    COMPILE_HOST = 2         # code generation or LLVM failed
+    COMPILE_DEVICE = 3       # (kept for TVM compatibility; unused on CPU)
+    RUNTIME_DEVICE = 4       # the kernel crashed (e.g. segfault) in the runner
+    WRONG_ANSWER = 5         # check_correctness found a mismatch with the numpy reference
+    BUILD_TIMEOUT = 6
+    RUN_TIMEOUT = 7
+    UNKNOWN = 8              # anything else (the worker reports the exception text)
+
+
+@dataclass(frozen=True)
+class MeasureInput:
+    """One candidate: a task (anything with ``compute_dag`` and ``workload_key``) and a state."""
+
+    task: Any
+    state: Any  # sketch.loop_state.State
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What the builder hands the runner: object code, or the error that prevented it."""
+
+    compiled: Any | None  # measure.kernel.CompiledObject
+    error_no: int
+    error_msg: str
+    time_cost: float  # seconds spent building
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """``costs``: seconds per run, one entry per repeat; ``all_cost``: wall-clock seconds the
+    measurement took (build + run); ``timestamp``: when it finished (Unix seconds)."""
+
+    costs: tuple[float, ...]
+    error_no: int
+    error_msg: str = ""
+    all_cost: float = 0.0
+    timestamp: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_no == MeasureErrorNo.NO_ERROR
+
+    @property
+    def mean_cost(self) -> float:
+        """Mean seconds per run, or MAX_FLOAT for a failed measurement."""
+        if not self.ok or not self.costs:
+            return MAX_FLOAT
+        return sum(self.costs) / len(self.costs)
+
+    def __repr__(self) -> str:
+        if self.ok:
+            return f"MeasureResult({self.mean_cost * 1e3:.4f} ms over {len(self.costs)} repeats)"
+        return f"MeasureResult({MeasureErrorNo(self.error_no).name}: {self.error_msg[:80]})"

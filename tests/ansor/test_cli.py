@@ -1,0 +1,41 @@
+"""The ansor command line: the default job and the workload commands."""
+from __future__ import annotations
+
+import pytest
+
+from ansor.cli import main
+
+
+def test_default_job_checks_and_reports_speedups(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.count("matches reference") == 4 and "MISMATCH" not in out
+    assert "speed-up of the schedules over the default" in out and "numpy" in out
+
+
+def test_workloads_lists_the_library(capsys):
+    assert main(["workloads"]) == 0
+    out = capsys.readouterr().out
+    assert "conv2d_nhwc" in out and "matmul" in out and "default --args" in out
+
+
+def test_build_small_workload(capsys):
+    assert main(["build", "matmul", "--args", "17,7,9"]) == 0
+    assert "matches reference" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["build", "nope"], "unknown workload 'nope'"),
+    (["build", "matmul", "--args", "1,2"], "matmul"),
+    (["build", "matmul", "--args", "__import__('os')"], "not a comma-separated list"),
+])
+def test_build_bad_input_is_a_clear_error(argv, message, capsys):
+    try:
+        rc = main(argv)
+    except SystemExit as err:
+        rc = err.code if isinstance(err.code, int) else 2
+        text = str(err)
+    else:
+        text = capsys.readouterr().err
+    assert rc == 2
+    assert message in text + capsys.readouterr().err
