@@ -142,8 +142,8 @@ class IterVar(Var):
         object.__setattr__(self, "kind", kind)
 
 
-class Binary(Expr):
-    """Arithmetic (add sub mul div floordiv floormod min max) or logical (and or) on two values."""
+class _TwoOperands(Expr):
+    """A node ``op(a, b)``; subclasses differ only in how they rebuild (dtype rules)."""
 
     __slots__ = ("op", "a", "b")
     op: str
@@ -157,24 +157,21 @@ class Binary(Expr):
 
     def children(self):
         return (self.a, self.b)
+
+
+class Binary(_TwoOperands):
+    """Arithmetic (add sub mul div floordiv floormod min max) or logical (and or) on two values."""
+
+    __slots__ = ()
 
     def with_children(self, c):
         return binary(self.op, c[0], c[1])
 
 
-class Compare(Expr):
-    __slots__ = ("op", "a", "b")
-    op: str
-    a: Expr
-    b: Expr
+class Compare(_TwoOperands):
+    """lt le gt ge eq ne, giving bool."""
 
-    def _init(self, op, a, b):
-        object.__setattr__(self, "op", op)
-        object.__setattr__(self, "a", a)
-        object.__setattr__(self, "b", b)
-
-    def children(self):
-        return (self.a, self.b)
+    __slots__ = ()
 
     def with_children(self, c):
         return compare(self.op, c[0], c[1])
