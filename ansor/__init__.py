@@ -2,12 +2,27 @@
 
 Describe *what* to compute with ``ansor.te``; ``ansor.build`` compiles it to native code through
 LLVM. Schedules are ``State`` values built from transform steps (``dag.init_state().split(...)``).
+Measurements (``LocalBuilder``, ``LocalRunner``) are isolated in worker processes and recorded as
+JSON lines (``RecordToFile``, ``load_records``, ``best_record``, ``distill``).
 """
 from compute import te
+from compute.workload_registry import make_workload, register_workload
+from measure.builder import LocalBuilder
+from measure.local import measure_batch
+from measure.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from measure.record import RecordToFile
+from measure.runner import LocalRunner
 from sketch.loop_state import InvalidStepError, Iterator, Stage, State
 
 from .build_module import build
 from .compute_dag import ComputeDAG
+from .records import NoRecordError, best_record, distill, load_records
+from .search_task import SearchTask
 
-__all__ = ["ComputeDAG", "InvalidStepError", "Iterator", "Stage", "State", "build", "te"]
+__all__ = [
+    "BuildResult", "ComputeDAG", "InvalidStepError", "Iterator", "LocalBuilder", "LocalRunner",
+    "MeasureErrorNo", "MeasureInput", "MeasureResult", "NoRecordError", "RecordToFile",
+    "SearchTask", "Stage", "State", "best_record", "build", "distill", "load_records",
+    "make_workload", "measure_batch", "register_workload", "te",
+]
 __version__ = "0.1.0"

@@ -2,12 +2,14 @@
 
 ``ansor`` with no arguments runs the built-in default job (what the README's quick start shows);
 ``ansor workloads`` lists the operator library; ``ansor build NAME --args ...`` compiles a workload's
-default schedule, checks it against the numpy reference and times it.
+default schedule, checks it against the numpy reference and times it; ``ansor records ...``
+summarises, distills and re-measures tuning logs.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 import time
 from typing import Sequence
@@ -126,6 +128,96 @@ def cmd_build(ns: argparse.Namespace) -> int:
     return 0 if r["ok"] else 1
 
 
+def _records_show(ns: argparse.Namespace) -> int:
+    from ansor.records import summarize
+
+    rows = summarize(ns.log)
+    print(f"{ns.log}: {len(rows)} workload(s), {sum(r.n_records for r in rows)} record(s)")
+    width = max([len("workload")] + [len(r.desc) for r in rows])
+    print(f"{'workload':<{width}}  {'records':>7}  {'valid':>6}  {'best ms':>11}  {'GFLOPS':>8}")
+    for r in rows:
+        best = "-" if r.best_cost is None else f"{r.best_cost * 1e3:.4f}"
+        gf = ("-" if r.gflops is None else f"{r.gflops:.2f}" if r.gflops >= 0.01
+              else f"{r.gflops:.1e}")
+        note = "" if r.n_targets <= 1 else f"  ({r.n_targets} toolchains)"
+        print(f"{r.desc:<{width}}  {r.n_records:>7}  {r.n_valid:>6}  {best:>11}  {gf:>8}{note}")
+    return 0
+
+
+def _records_distill(ns: argparse.Namespace) -> int:
+    from ansor.records import distill
+
+    if ns.top_k < 1:
+        print(f"ansor: --top-k must be at least 1, got {ns.top_k}", file=sys.stderr)
+        return 2
+    n = distill(ns.log, ns.output, top_k=ns.top_k)
+    print(f"wrote {n} record(s) to {ns.output} (best {ns.top_k} per workload)")
+    return 0
+
+
+def _records_verify(ns: argparse.Namespace) -> int:
+    import importlib
+
+    from ansor.records import verify_best
+
+    if ns.imports and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for mod in ns.imports:  # modules that register the user's workloads
+        try:
+            importlib.import_module(mod)
+        except ImportError as err:
+            print(f"ansor: --import {mod}: {err}", file=sys.stderr)
+            return 2
+    rows = verify_best(ns.log, number=ns.number, repeat=ns.repeat)
+    if not rows:
+        print(f"{ns.log}: no valid records to verify")
+        return 1
+    width = max([len("workload")] + [len(r.desc) for r in rows])
+    print(f"{'workload':<{width}}  {'recorded':>11}  {'re-measured':>11}  {'ratio':>7}")
+    ok = True
+    for r in rows:
+        note = "" if r.same_toolchain else "  (recorded with another toolchain/CPU)"
+        if r.measured is None:
+            ok = False
+            print(f"{r.desc:<{width}}  {_fmt_time(r.recorded):>11}  {'FAILED':>11}  {'-':>7}  "
+                  f"{r.error}{note}")
+        else:
+            print(f"{r.desc:<{width}}  {_fmt_time(r.recorded):>11}  {_fmt_time(r.measured):>11}  "
+                  f"{f'{r.ratio:.3g}x':>7}{note}")
+    return 0 if ok else 1
+
+
+def cmd_records(ns: argparse.Namespace) -> int:
+    handler = {"show": _records_show, "distill": _records_distill,
+               "verify": _records_verify}.get(ns.records_command)
+    if handler is None:
+        print("ansor records: give a command: show, distill or verify (see --help)",
+              file=sys.stderr)
+        return 2
+    if not os.path.isfile(ns.log):
+        print(f"ansor: no record file {ns.log!r}", file=sys.stderr)
+        return 2
+    return handler(ns)
+
+
+def _add_records_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("records", help="summarise, distill and re-measure tuning record logs")
+    rs = p.add_subparsers(dest="records_command")
+    q = rs.add_parser("show", help="one line per workload: records, valid, best time, GFLOPS")
+    q.add_argument("log")
+    q = rs.add_parser("distill", help="keep the best K valid records of each workload")
+    q.add_argument("log")
+    q.add_argument("-o", "--output", required=True, help="output log (may be the input)")
+    q.add_argument("--top-k", type=int, default=1, help="records kept per workload (default 1)")
+    q = rs.add_parser("verify", help="rebuild and re-time each workload's best record in a fresh "
+                      "process; print recorded vs re-measured time")
+    q.add_argument("log")
+    q.add_argument("--number", type=int, default=3, help="runs per timing (default 3)")
+    q.add_argument("--repeat", type=int, default=3, help="timings (default 3)")
+    q.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (to register its workloads); repeatable")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ansor", description="Template-free auto-scheduler for "
                                      "tensor programs on x86 CPUs. With no command: the default job.")
@@ -134,8 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("build", help="build a workload's default schedule, check it and time it")
     p.add_argument("workload")
     p.add_argument("--args", help="shape arguments, e.g. 1024,1024,1024 (default: the workload's)")
+    _add_records_parser(sub)
     ns = parser.parse_args(argv)
-    handlers = {None: cmd_default, "workloads": cmd_workloads, "build": cmd_build}
+    handlers = {None: cmd_default, "workloads": cmd_workloads, "build": cmd_build,
+                "records": cmd_records}
     return handlers[ns.command](ns)
 
 

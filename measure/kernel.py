@@ -133,7 +133,17 @@ class Kernel:
             raise ValueError(f"num_threads must be a positive int, got {n!r}")
         self._nthreads.value = int(n)
 
+    @property
+    def address(self) -> int:
+        """Address of the entry point ``void <name>(ptr, ...)``, for native harnesses that call it
+        without Python in the loop (measure.timer)."""
+        return int(ctypes.cast(self._fn, ctypes.c_void_p).value or 0)
+
     # ---- calling ---------------------------------------------------------------------------
+    def arg_pointers(self, *arrays: np.ndarray) -> list[int]:
+        """Check ``arrays`` exactly as a call would and return their data pointers."""
+        return self._check(arrays)
+
     def _check(self, arrays: tuple) -> list[int]:
         specs = self.compiled.args
         if len(arrays) != len(specs):

@@ -1,0 +1,328 @@
+"""Tuning records, the public API: write, load, pick the best, distill, summarise, re-measure.
+
+``measure.record`` defines the line format and parses lines into plain data; this module turns
+them into ``(MeasureInput, MeasureResult)`` pairs whose task is a ``SearchTask`` rebuilt from the
+record and whose state is replayed from the recorded steps. It sits in ``ansor`` because the task
+class does (``measure`` must not import upward).
+
+Everything streams: a log of millions of lines is read line by line, tasks are rebuilt once per
+workload (cached by workload key) and ``best_record`` replays only records that beat the best so
+far. Lines that are corrupt, truncated, name an unregistered workload or do not replay are skipped
+with a ``RecordWarning`` naming the file and line.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import tempfile
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterator
+
+from compute.workload_registry import canonical_args, workload_desc
+from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
+from measure.record import (LineWarner, RecordLine, RecordToFile, RecordWarning, iter_lines,
+                            target_summary)
+
+from .search_task import SearchTask
+
+__all__ = ["NoRecordError", "RecordToFile", "RecordWarning", "VerifyRow", "WorkloadSummary",
+           "best_record", "describe_missing", "distill", "load_records", "summarize",
+           "verify_best"]
+
+
+class NoRecordError(LookupError):
+    """The log holds no valid record of the task (the message says what it holds instead)."""
+
+
+class _Tasks:
+    """Tasks rebuilt from records, one per workload: thousands of records share a task."""
+
+    def __init__(self, warner: LineWarner):
+        self.warner = warner
+        self._cache: dict[tuple, SearchTask | str] = {}
+        self._warned: set[tuple] = set()
+
+    @staticmethod
+    def _key(line: RecordLine) -> tuple:
+        if "dag" in line.task:  # dumping a DAG per line to compare costs more than it saves
+            return (line.workload_key, "dag", str(line.task.get("desc")))
+        return (line.workload_key, json.dumps(line.task, sort_keys=True))
+
+    def get(self, line: RecordLine) -> SearchTask | None:
+        key = self._key(line)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = _rebuild_task(line)
+        if isinstance(hit, str):
+            if key not in self._warned:  # once per workload, then counted with the other skips
+                self._warned.add(key)
+                self.warner(line.lineno, hit + " (this and every other record of it skipped)")
+            else:
+                self.warner.silent()
+            return None
+        return hit
+
+
+def _rebuild_task(line: RecordLine) -> SearchTask | str:
+    """The record's task, or why it cannot be rebuilt."""
+    try:
+        task = SearchTask.from_json(line.task)
+    except KeyError:
+        return (f"workload {line.task.get('workload')!r} is not registered in this process: import "
+                "the module that registers it first")
+    except Exception as err:  # noqa: BLE001 - any malformed description is a skipped record
+        return f"cannot rebuild the task: {type(err).__name__}: {err}"[:400]
+    if task.workload_key != line.workload_key:
+        return (f"workload {task.desc} now has key {task.workload_key}, the record says "
+                f"{line.workload_key}: its definition changed since the record was written")
+    return task
+
+
+def _make_input(line: RecordLine, task: SearchTask, warner: LineWarner) -> MeasureInput | None:
+    try:
+        state = task.compute_dag.replay(line.steps)
+    except Exception as err:  # noqa: BLE001 - steps from a file may fail in any way
+        warner(line.lineno, f"its steps do not replay on {task.desc}: {type(err).__name__}: "
+                            f"{str(err)[:200]}")
+        return None
+    return MeasureInput(task, state)
+
+
+def load_records(path: str | os.PathLike) -> Iterator[tuple[MeasureInput, MeasureResult]]:
+    """Stream every loadable record of ``path`` (failed measurements included) as
+    ``(MeasureInput(task, state), MeasureResult)``; bad lines are skipped with a warning."""
+    path = os.fspath(path)
+    warner = LineWarner(path)
+    tasks = _Tasks(warner)
+    for line in iter_lines(path, warner):
+        task = tasks.get(line)
+        if task is None:
+            continue
+        inp = _make_input(line, task, warner)
+        if inp is not None:
+            yield inp, line.result
+    warner.finish()
+
+
+def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
+                target_key: str | None = None) -> tuple[MeasureInput, MeasureResult] | None:
+    """The valid record with the lowest mean cost for a workload (the earliest on ties), or None.
+
+    Given a task, the state is replayed on that task's DAG and the input carries that task; given a
+    workload key, the task is rebuilt from the record. ``target_key`` restricts the search to
+    records of one toolchain (``measure.target.toolchain_key()``); by default any toolchain counts.
+    Streams, and replays only records that improve on the best so far.
+    """
+    path = os.fspath(path)
+    given = None if isinstance(task_or_workload_key, str) else task_or_workload_key
+    key = task_or_workload_key if given is None else given.workload_key
+    warner = LineWarner(path)
+    tasks = _Tasks(warner)
+    best: tuple[MeasureInput, MeasureResult] | None = None
+    best_cost = MAX_FLOAT
+    for line in iter_lines(path, warner):
+        if line.workload_key != key or not line.is_valid:
+            continue
+        if target_key is not None and line.target_key != target_key:
+            continue
+        cost = line.result.mean_cost
+        if cost >= best_cost:
+            continue
+        task = given if given is not None else tasks.get(line)
+        if task is None:
+            continue
+        inp = _make_input(line, task, warner)
+        if inp is not None:
+            best, best_cost = (inp, line.result), cost
+    warner.finish()
+    return best
+
+
+def _task_desc(task_json: dict) -> str:
+    """A record's task description without rebuilding the task (works for unregistered ones)."""
+    desc = task_json.get("desc")
+    if isinstance(desc, str):
+        return desc
+    name, args = task_json.get("workload"), task_json.get("args", [])
+    if isinstance(name, str):
+        try:
+            return workload_desc(name, canonical_args(args))
+        except (TypeError, ValueError):
+            return name + "(?)"
+    return "?"
+
+
+def describe_missing(path: str | os.PathLike, task: SearchTask) -> str:
+    """Why ``path`` has no usable record for ``task``, and what it holds instead."""
+    path = os.fspath(path)
+    head = f"no valid record of {task.desc} (workload key {task.workload_key}) in {path}"
+    mine: Counter = Counter()
+    others: dict[str, int] = {}
+    with warnings.catch_warnings():  # the search that failed has already warned about bad lines
+        warnings.simplefilter("ignore", RecordWarning)
+        for line in iter_lines(path):
+            if line.workload_key == task.workload_key:
+                mine["valid" if line.is_valid else MeasureErrorNo(line.result.error_no).name] += 1
+            else:
+                d = _task_desc(line.task)
+                others[d] = others.get(d, 0) + 1
+    if mine["valid"]:
+        return (f"{head}: its {mine['valid']} valid record(s) do not replay on this task's DAG "
+                "(see the warnings)")
+    if mine:
+        errs = ", ".join(f"{k} x{n}" for k, n in mine.most_common())
+        return f"{head}: all {sum(mine.values())} record(s) of it failed ({errs})"
+    if not others:
+        return f"{head}: the file holds no records"
+    same_name = [d for d in others if task.workload_name and d.startswith(task.workload_name + "(")]
+    listed = same_name or list(others)
+    more = "" if len(listed) <= 8 else f" and {len(listed) - 8} more"
+    what = ("records of the same workload with other arguments: " if same_name
+            else f"{sum(others.values())} record(s) of other workloads: ")
+    return f"{head}; it holds {what}{', '.join(listed[:8])}{more}"
+
+
+def distill(in_path: str | os.PathLike, out_path: str | os.PathLike, top_k: int = 1) -> int:
+    """Write the ``top_k`` best valid records of every workload (per toolchain) to ``out_path``;
+    returns how many were written.
+
+    Works on lines, without rebuilding tasks, so it needs none of the workload functions; lines are
+    copied verbatim. Output order is stable: workloads in order of first appearance, each one's
+    records by ascending mean cost (earlier line first on ties). ``out_path`` is replaced
+    atomically, so it may be ``in_path``.
+    """
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"distill: top_k must be a positive integer, got {top_k!r}")
+    # Per group, a max-heap (by negated cost, then negated line number) of the k best so far.
+    groups: dict[tuple[str, str], list[tuple[float, int, bytes]]] = {}
+    for line in iter_lines(in_path):
+        if not line.is_valid:
+            continue
+        heap = groups.setdefault((line.workload_key, line.target_key), [])
+        item = (-line.result.mean_cost, -line.lineno, line.raw)
+        if len(heap) < top_k:
+            heapq.heappush(heap, item)
+        elif item > heap[0]:
+            heapq.heapreplace(heap, item)
+    out_path = os.fspath(out_path)
+    parent = os.path.dirname(os.path.abspath(out_path))
+    os.makedirs(parent, exist_ok=True)
+    n = 0
+    fd, tmp = tempfile.mkstemp(prefix=".distill-", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for heap in groups.values():
+                for _, _, raw in sorted(heap, reverse=True):
+                    f.write(raw + b"\n")
+                    n += 1
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out_path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return n
+
+
+@dataclass(frozen=True)
+class WorkloadSummary:
+    """One workload of a log: how many records, how many valid, the best mean cost."""
+
+    workload_key: str
+    desc: str
+    n_records: int
+    n_valid: int
+    best_cost: float | None  # seconds
+    flop: float | None
+    n_targets: int
+
+    @property
+    def gflops(self) -> float | None:
+        if not self.best_cost or not self.flop:
+            return None
+        return self.flop / self.best_cost / 1e9
+
+
+def summarize(path: str | os.PathLike) -> list[WorkloadSummary]:
+    """Per workload, in order of first appearance (works without the workload functions)."""
+    acc: dict[str, dict] = {}
+    for line in iter_lines(path):
+        a = acc.get(line.workload_key)
+        if a is None:
+            a = acc[line.workload_key] = {"desc": _task_desc(line.task), "n": 0, "valid": 0,
+                                          "best": None, "flop": line.flop, "targets": set()}
+        a["n"] += 1
+        a["targets"].add(line.target_key)
+        if line.is_valid:
+            a["valid"] += 1
+            c = line.result.mean_cost
+            if a["best"] is None or c < a["best"]:
+                a["best"] = c
+    return [WorkloadSummary(k, a["desc"], a["n"], a["valid"], a["best"], a["flop"],
+                            len(a["targets"])) for k, a in acc.items()]
+
+
+@dataclass(frozen=True)
+class VerifyRow:
+    """A workload's best record re-measured: ``measured`` is None when it could not be."""
+
+    desc: str
+    recorded: float  # seconds
+    measured: float | None
+    error: str = ""
+    same_toolchain: bool = True
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.measured is None else self.measured / self.recorded
+
+
+def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
+                min_repeat_ms: int = 100, build_timeout: float = 60,
+                run_timeout: float = 60) -> list[VerifyRow]:
+    """Rebuild and re-time each workload's best record in a fresh worker process (LocalBuilder
+    and LocalRunner), so a recorded time can be checked against what the schedule runs at now."""
+    from measure.builder import LocalBuilder
+    from measure.runner import LocalRunner
+
+    path = os.fspath(path)
+    warner = LineWarner(path)
+    best: dict[str, RecordLine] = {}
+    for line in iter_lines(path, warner):
+        if line.is_valid:
+            cur = best.get(line.workload_key)
+            if cur is None or line.result.mean_cost < cur.result.mean_cost:
+                best[line.workload_key] = line
+    here = target_summary()["key"]
+    tasks = _Tasks(warner)
+    rows: list[VerifyRow | None] = []
+    inputs: list[MeasureInput] = []
+    slots: list[int] = []
+    for line in best.values():
+        desc, recorded = _task_desc(line.task), line.result.mean_cost
+        same = line.target_key == here
+        task = tasks.get(line)
+        inp = None if task is None else _make_input(line, task, warner)
+        if inp is None:
+            rows.append(VerifyRow(desc, recorded, None, "cannot rebuild the record (see warnings)",
+                                  same))
+            continue
+        rows.append(None)
+        slots.append(len(rows) - 1)
+        inputs.append(inp)
+    warner.finish()
+    if inputs:
+        with LocalBuilder(timeout=build_timeout) as builder, \
+                LocalRunner(timeout=run_timeout, number=number, repeat=repeat,
+                            min_repeat_ms=min_repeat_ms) as runner:
+            results = runner.run(inputs, builder.build(inputs))
+        for slot, inp, res in zip(slots, inputs, results):
+            line = best[inp.task.workload_key]
+            rows[slot] = VerifyRow(
+                _task_desc(line.task), line.result.mean_cost, res.mean_cost if res.ok else None,
+                "" if res.ok else f"{MeasureErrorNo(res.error_no).name}: {res.error_msg[:120]}",
+                line.target_key == here)
+    return [r for r in rows if r is not None]

@@ -1,0 +1,139 @@
+"""SearchTask: one computation to tune, identified so that its records can find it again.
+
+A task is made from a registered workload function and its shape arguments
+(``SearchTask(func=matmul, args=(1024, 1024, 1024))``, or the function's registered name), or from
+argument tensors directly (``SearchTask(tensors=[A, B, C])``). Its ``to_json()`` is what a record
+stores to recreate it: a registered workload as name + arguments (a short line; the process
+loading the record must have the function registered), any other computation as its serialised
+DAG (self-contained, larger). ``from_json`` rebuilds a task from either without executing code.
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from compute import compute_dag as _cd
+from compute.tensor import ComputeOp, Tensor
+from compute.workload_registry import (args_to_json, canonical_args, get_workload_func,
+                                       make_workload, registered_name, workload_desc)
+
+from .compute_dag import ComputeDAG
+
+if TYPE_CHECKING:
+    from sketch.loop_state import State
+
+
+class SearchTask:
+    """A computation to tune: ``compute_dag``, ``workload_key``, a readable ``desc``."""
+
+    def __init__(self, func: Callable[..., Sequence[Tensor]] | str | None = None,
+                 args: Sequence[Any] = (), tensors: Sequence[Tensor] | _cd.ComputeDAG | None = None,
+                 desc: str | None = None):
+        if (func is None) == (tensors is None):
+            both = ", not both" if func is not None else ""
+            raise ValueError("SearchTask needs either func (a registered workload function or its "
+                             f"name) with args, or tensors{both}")
+        if desc is not None and not isinstance(desc, str):
+            raise TypeError(f"SearchTask desc must be a string, got {type(desc).__name__}")
+        self.workload_name: str | None = None
+        self.args: tuple = ()
+        if func is not None:
+            if isinstance(func, str):
+                get_workload_func(func)  # KeyError listing the registered names
+                name = func
+            elif callable(func):
+                found = registered_name(func)
+                if found is None:
+                    raise ValueError(
+                        f"workload function {getattr(func, '__qualname__', func)!r} is not "
+                        "registered: decorate it with @register_workload (from "
+                        "compute.workload_registry) so that records can name it, or pass "
+                        "SearchTask(tensors=...) to store the whole computation in each record")
+                name = found
+            else:
+                raise TypeError(f"SearchTask func must be a workload function or its registered "
+                                f"name, got {type(func).__name__}")
+            self.workload_name = name
+            self.args = canonical_args(args, f"{name} arguments")
+            tensors = make_workload(name, self.args)
+        elif args:
+            raise ValueError("SearchTask args go with func; a tensors-based task takes no args")
+        assert tensors is not None
+        self.compute_dag: ComputeDAG = (tensors if isinstance(tensors, ComputeDAG)
+                                        else ComputeDAG(tensors))
+        self._desc = desc
+
+    # ---- identity ----------------------------------------------------------------------------
+    @property
+    def workload_key(self) -> str:
+        return self.compute_dag.workload_key
+
+    @property
+    def desc(self) -> str:
+        if self._desc is not None:
+            return self._desc
+        if self.workload_name is not None:
+            return workload_desc(self.workload_name, self.args)
+        return _dag_desc(self.compute_dag)
+
+    @property
+    def flop_count(self) -> float:
+        return self.compute_dag.flop_count
+
+    def __repr__(self) -> str:
+        return f"SearchTask({self.desc}, key={self.workload_key[:8]})"
+
+    # ---- serialisation -----------------------------------------------------------------------
+    def to_json(self) -> dict:
+        """``{"workload": name, "args": [...]}`` for a registered workload, else
+        ``{"dag": <ComputeDAG.to_json()>, "desc": ...}``."""
+        if self.workload_name is not None:
+            out: dict = {"workload": self.workload_name, "args": args_to_json(self.args)}
+            if self._desc is not None:
+                out["desc"] = self._desc
+            return out
+        return {"dag": self.compute_dag.to_json(), "desc": self.desc}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SearchTask":
+        """Rebuild a task from ``to_json()``'s output. KeyError if it names a workload not
+        registered in this process; ValueError/TypeError if the description is malformed."""
+        if not isinstance(data, dict):
+            raise TypeError(f"task description must be a dict, got {type(data).__name__}")
+        desc = data.get("desc")
+        if desc is not None and not isinstance(desc, str):
+            raise ValueError("task description: desc must be a string")
+        if "workload" in data:
+            name, args = data["workload"], data.get("args", [])
+            if not isinstance(name, str) or not isinstance(args, list):
+                raise ValueError("task description: workload must be a name and args a list")
+            return cls(func=name, args=args, desc=desc)
+        if "dag" in data:
+            return cls(tensors=ComputeDAG.from_json(data["dag"]), desc=desc)
+        raise ValueError("task description has neither 'workload' nor 'dag'")
+
+    # ---- using tuning results ----------------------------------------------------------------
+    def apply_best(self, log_file: str | os.PathLike) -> "State":
+        """The schedule of this task's best valid record in ``log_file``, replayed on this task's
+        DAG (ready for ``ansor.build``).
+
+        Raises ``ansor.records.NoRecordError`` (a LookupError) explaining what the log holds
+        instead - e.g. records of the same workload with other arguments - when there is none.
+        """
+        from .records import NoRecordError, best_record, describe_missing
+
+        best = best_record(log_file, self)
+        if best is None:
+            raise NoRecordError(describe_missing(log_file, self))
+        return best[0].state
+
+
+def _dag_desc(dag: _cd.ComputeDAG) -> str:
+    """``C(A[17x9], B[9x7])``: outputs named after the inputs they are computed from."""
+    def shape(t: Tensor) -> str:
+        return "x".join(str(n) for n in t.shape)
+
+    outs = [t for t in dag.tensors if isinstance(t.op, ComputeOp)]
+    ins = [t for t in dag.tensors if not isinstance(t.op, ComputeOp)]
+    return (", ".join(f"{t.name}[{shape(t)}]" for t in outs) + "("
+            + ", ".join(f"{t.name}[{shape(t)}]" for t in ins) + ")")

@@ -1,0 +1,206 @@
+"""LocalBuilder: compile candidates to object code in parallel worker processes.
+
+Each candidate travels as JSON (the DAG and the transform steps), is replayed, lowered and
+compiled in a worker, and comes back as a picklable ``CompiledObject`` for the runner. Compiling
+out of process isolates the tuner from LLVM: a schedule that makes the optimiser run for minutes
+or crash costs one worker restart (BUILD_TIMEOUT / COMPILE_HOST), never the tuning run.
+
+Error classification (TVM's codes): a schedule whose steps do not apply or that does not lower
+(``InvalidStepError``) is INSTANTIATION_ERROR; any other exception while replaying, lowering,
+generating code or running LLVM is COMPILE_HOST with the exception text; a build that overruns
+``timeout`` is BUILD_TIMEOUT; a worker that dies is COMPILE_HOST ("builder crashed").
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import traceback
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+from .measure import BuildResult, MeasureErrorNo, MeasureInput
+from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
+
+KERNEL_NAME = "default_function"
+DEFAULT_MEMORY_LIMIT_GB = 8.0
+
+# ---- in the worker ------------------------------------------------------------------------------
+
+_DAG_CACHE: "OrderedDict[str, Any]" = OrderedDict()  # workload_key -> ComputeDAG, per worker
+_DAG_CACHE_SIZE = 32
+_BUILD_FUNCS: dict[str, Callable[..., Any]] = {}
+
+
+def default_build_func(state: Any, name: str) -> Any:
+    """Lower ``state`` and compile it: the builder's default ``build_func``."""
+    from sketch.lower import lower  # noqa: PLC0415 - heavy; imported in workers only
+
+    from .kernel import compile_object  # noqa: PLC0415
+
+    return compile_object(lower(state, name))
+
+
+def resolve_build_func(spec: str | None) -> Callable[..., Any]:
+    """``None`` -> the default; ``"module:function"`` -> that function (imported on first use)."""
+    if spec is None:
+        return default_build_func
+    fn = _BUILD_FUNCS.get(spec)
+    if fn is None:
+        module, sep, attr = spec.partition(":")
+        if not sep or not module or not attr:
+            raise ValueError(f"build_func must be 'module:function', got {spec!r}")
+        fn = getattr(importlib.import_module(module), attr)
+        if not callable(fn):
+            raise TypeError(f"build_func {spec!r} is not callable")
+        _BUILD_FUNCS[spec] = fn
+    return fn
+
+
+def _dag(workload_key: str, dag_json: dict) -> Any:
+    dag = _DAG_CACHE.get(workload_key)
+    if dag is None:
+        from compute.compute_dag import ComputeDAG  # noqa: PLC0415
+
+        dag = ComputeDAG.from_json(dag_json)
+        _DAG_CACHE[workload_key] = dag
+        while len(_DAG_CACHE) > _DAG_CACHE_SIZE:
+            _DAG_CACHE.popitem(last=False)
+    else:
+        _DAG_CACHE.move_to_end(workload_key)
+    return dag
+
+
+def _error_text(e: BaseException) -> str:
+    tb = traceback.format_exception(type(e), e, e.__traceback__)
+    return f"{type(e).__name__}: {e}\n{''.join(tb[-6:])}"
+
+
+def build_job(workload_key: str, dag_json: dict, steps_json: list,
+              build_func: str | None) -> tuple[Any, int, str]:
+    """Replay, lower and compile one candidate: ``(compiled or None, error_no, error_msg)``.
+    Runs in a builder worker; every exception becomes an error code."""
+    from sketch.loop_state import InvalidStepError  # noqa: PLC0415
+    from sketch.transform_steps import replay, step_from_json  # noqa: PLC0415
+
+    try:
+        fn = resolve_build_func(build_func)
+        dag = _dag(workload_key, dag_json)
+        try:
+            steps = [step_from_json(s) for s in steps_json]
+        except ValueError as e:  # a malformed step record cannot describe a valid schedule
+            raise InvalidStepError(str(e)) from e
+        state = replay(dag, steps)
+        return fn(state, KERNEL_NAME), int(MeasureErrorNo.NO_ERROR), ""
+    except InvalidStepError as e:
+        return None, int(MeasureErrorNo.INSTANTIATION_ERROR), _error_text(e)
+    except Exception as e:  # noqa: BLE001 - codegen and LLVM failures are the candidate's
+        return None, int(MeasureErrorNo.COMPILE_HOST), _error_text(e)
+
+
+def init_builder_worker() -> None:
+    """Worker initializer: import the compiler and set up LLVM before any job's clock starts."""
+    from sketch import lower as _lower  # noqa: F401, PLC0415
+
+    from . import target  # noqa: PLC0415
+
+    target.target_machine()
+    target.toolchain_key()
+
+
+# ---- in the tuner -------------------------------------------------------------------------------
+
+class LocalBuilder:
+    """Build candidates on this machine with ``n_parallel`` worker processes.
+
+    ``build_func`` is an optional ``"module:function"`` replacing the default lower-and-compile;
+    it is called as ``fn(state, name) -> CompiledObject`` inside the worker (so it must be
+    importable there) and may raise ``InvalidStepError`` for invalid schedules. ``memory_limit_gb``
+    caps each worker's address space (None: no cap).
+    """
+
+    def __init__(self, timeout: float = 15, n_parallel: int | None = None,
+                 build_func: str | None = None,
+                 memory_limit_gb: float | None = DEFAULT_MEMORY_LIMIT_GB):
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        if build_func is not None:
+            module, sep, attr = build_func.partition(":")
+            if not sep or not module or not attr:
+                raise ValueError(f"build_func must be 'module:function', got {build_func!r}")
+        self.timeout = float(timeout)
+        self.n_parallel = n_parallel if n_parallel is not None else _cpu_count()
+        self.build_func = build_func
+        self.memory_limit_gb = memory_limit_gb
+        self._pool: WorkerPool | None = None
+
+    @property
+    def pool(self) -> WorkerPool:
+        """The worker pool, started on first use."""
+        if self._pool is None:
+            limit = None if self.memory_limit_gb is None else int(self.memory_limit_gb * (1 << 30))
+            self._pool = WorkerPool(self.n_parallel, initializer=init_builder_worker,
+                                    memory_limit_bytes=limit)
+        return self._pool
+
+    def build(self, inputs: Sequence[MeasureInput], verbose: int = 0) -> list[BuildResult]:
+        """Build every input; results in input order, one per input, never raising for a
+        candidate's failure."""
+        from sketch.transform_steps import steps_to_json  # noqa: PLC0415
+
+        if not inputs:
+            return []
+        dag_json: dict[str, dict] = {}
+        jobs = []
+        for inp in inputs:
+            key = inp.task.workload_key
+            if key not in dag_json:
+                dag_json[key] = inp.task.compute_dag.to_json()
+            jobs.append((key, dag_json[key], steps_to_json(inp.state.steps), self.build_func))
+        outcomes = self.pool.map(build_job, jobs, timeout=self.timeout)
+        results = []
+        for out in outcomes:
+            if out.status == OK:
+                compiled, err, msg = out.value
+                res = BuildResult(compiled, err, msg, out.seconds)
+            elif out.status == TIMEOUT:
+                res = BuildResult(None, int(MeasureErrorNo.BUILD_TIMEOUT),
+                                  f"build took longer than {self.timeout:g} s", out.seconds)
+            elif out.status == CRASH:
+                res = BuildResult(None, int(MeasureErrorNo.COMPILE_HOST),
+                                  f"builder crashed: {out.error}", out.seconds)
+            else:  # the job function itself failed (e.g. it could not be unpickled)
+                res = BuildResult(None, int(MeasureErrorNo.COMPILE_HOST), out.error, out.seconds)
+            results.append(res)
+            if verbose >= 1:
+                print(progress_mark(res.error_no), end="", flush=True)
+        if verbose >= 1:
+            print(flush=True)
+        return results
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> "LocalBuilder":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def progress_mark(error_no: int) -> str:
+    """One character per candidate for verbose progress lines, as TVM prints them."""
+    if error_no == MeasureErrorNo.NO_ERROR:
+        return "."
+    if error_no in (MeasureErrorNo.BUILD_TIMEOUT, MeasureErrorNo.RUN_TIMEOUT):
+        return "T"
+    return "E"
+

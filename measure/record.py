@@ -1,0 +1,361 @@
+"""The measurement record format: one JSON line per measurement, and its durable writer.
+
+A line is self-contained: the workload key, the task's own JSON description (a registered
+workload as name + arguments, any other computation as its serialised DAG), a summary of the
+toolchain that compiled it, the transform steps in their compact tagged form and the result::
+
+    {"v":1,"input":{"workload_key":"4f0c...","task":{"workload":"matmul","args":[17,7,9]},
+     "flop":2142.0,"target":{"key":"8bc0250792c103e1","cpu":"znver5",...},
+     "steps":[["SP",2,0,17,[4],true],["AN",2,0,"parallel"]]},
+     "result":{"costs":[1.2e-06],"error_no":0,"error_msg":"","all_cost":0.41,"timestamp":1.7e9}}
+
+This module knows only the line format and returns plain data (``RecordLine``): rebuilding a task
+object needs ``ansor.SearchTask``, which lives above ``measure``; ``ansor.records`` does that.
+
+Reading uses ``json.loads`` and explicit validation only - never pickle or eval - so a record
+file from anywhere can at worst be rejected. Writing appends whole lines with one ``write`` per
+batch and fsyncs, so a writer killed at any moment leaves at most one partial last line, which the
+reader skips with a warning.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import threading
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+from sketch.transform_steps import Step, step_from_json, steps_to_json
+
+from .measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
+
+RECORD_VERSION = 1
+# Error messages can be whole tracebacks; the head says what failed, the tail where.
+MAX_ERROR_MSG = 300
+# Per-line warnings per file before the rest are only counted (a log of 100k bad lines must not
+# print 100k warnings).
+MAX_LINE_WARNINGS = 20
+
+
+class RecordWarning(UserWarning):
+    """A record line was skipped (corrupt, truncated, unknown step, does not replay, ...)."""
+
+
+class RecordFormatError(ValueError):
+    """A line is not a valid record; the message says which part."""
+
+
+@dataclass(frozen=True)
+class RecordLine:
+    """One parsed record, as plain data. ``task`` is the task's ``to_json()`` description."""
+
+    workload_key: str
+    task: dict
+    target: dict
+    steps: tuple[Step, ...]
+    result: MeasureResult
+    flop: float | None = None
+    lineno: int = field(default=0, compare=False)
+    raw: bytes = field(default=b"", compare=False, repr=False)
+
+    @property
+    def target_key(self) -> str:
+        return str(self.target.get("key", ""))
+
+    @property
+    def is_valid(self) -> bool:
+        """A successful measurement with at least one finite cost."""
+        return self.result.ok and bool(self.result.costs) and self.result.mean_cost < MAX_FLOAT
+
+
+# ---- writing ------------------------------------------------------------------------------------
+
+def target_summary() -> dict:
+    """The toolchain identity in a record: every field but the 1 KB feature string, which is
+    replaced by its hash (``key`` already covers it; the hash lets a reader tell which part
+    differs between two machines)."""
+    from .target import toolchain_identity
+
+    ident = toolchain_identity()
+    out = {k: v for k, v in ident.items() if k != "features"}
+    out["features_sha"] = hashlib.sha256(ident["features"].encode()).hexdigest()[:12]
+    return out
+
+
+def truncate_msg(msg: str, limit: int = MAX_ERROR_MSG) -> str:
+    msg = str(msg)
+    if len(msg) <= limit:
+        return msg
+    head = limit * 2 // 3
+    return f"{msg[:head]} [...] {msg[-(limit - head):]}"
+
+
+def task_to_json(task: Any) -> dict:
+    """The task's description: its own ``to_json()``, else (a bare duck-typed task) its DAG."""
+    to_json = getattr(task, "to_json", None)
+    if callable(to_json):
+        return to_json()
+    return {"dag": task.compute_dag.to_json()}
+
+
+def _finite(x: float) -> float:
+    x = float(x)
+    return x if math.isfinite(x) else MAX_FLOAT
+
+
+def result_to_json(res: MeasureResult) -> dict:
+    return {"costs": [_finite(c) for c in res.costs], "error_no": int(res.error_no),
+            "error_msg": truncate_msg(res.error_msg), "all_cost": _finite(res.all_cost),
+            "timestamp": _finite(res.timestamp)}
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+
+
+def encode_line(workload_key: str, task_json: str, steps: Sequence[Step], result: MeasureResult,
+                target_json: str, flop: float | None) -> str:
+    """One record line (no newline). ``task_json`` and ``target_json`` are already JSON text:
+    writers encode them once per task, not once per record."""
+    flop_part = "" if flop is None else f',"flop":{_dumps(_finite(flop))}'
+    return (f'{{"v":{RECORD_VERSION},"input":{{"workload_key":{_dumps(workload_key)},'
+            f'"task":{task_json}{flop_part},"target":{target_json},'
+            f'"steps":{_dumps(steps_to_json(steps))}}},"result":{_dumps(result_to_json(result))}}}')
+
+
+def encode_record(inp: MeasureInput, res: MeasureResult) -> str:
+    """The record line of one measurement (no newline)."""
+    return encode_line(inp.task.workload_key, _dumps(task_to_json(inp.task)), inp.state.steps, res,
+                       _dumps(target_summary()), _task_flop(inp.task))
+
+
+def _task_flop(task: Any) -> float | None:
+    try:
+        return float(task.compute_dag.flop_count)
+    except Exception:  # noqa: BLE001 - the flop count only feeds GFLOPS displays
+        return None
+
+
+class RecordToFile:
+    """Measurement callback that appends each batch to a record file, durably.
+
+    ``callback(inputs, results)`` writes the batch's lines with a single ``write`` on an
+    ``O_APPEND`` descriptor, then fsyncs: once it returns, the batch survives a SIGKILL of the
+    process (and a power cut); concurrent writers to one file never interleave inside a line.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        self.n_written = 0
+        self._lock = threading.Lock()
+        self._task_json: dict[int, tuple[Any, str, float | None]] = {}
+        self._target_json: str | None = None
+
+    def _encoded_task(self, task: Any) -> tuple[str, float | None]:
+        hit = self._task_json.get(id(task))
+        if hit is None or hit[0] is not task:
+            if len(self._task_json) > 256:  # tasks are few; bound it anyway
+                self._task_json.clear()
+            hit = (task, _dumps(task_to_json(task)), _task_flop(task))
+            self._task_json[id(task)] = hit
+        return hit[1], hit[2]
+
+    def encode(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> bytes:
+        if len(inputs) != len(results):
+            raise ValueError(f"RecordToFile: {len(inputs)} inputs but {len(results)} results")
+        if self._target_json is None:
+            self._target_json = _dumps(target_summary())
+        lines = []
+        for inp, res in zip(inputs, results):
+            task_json, flop = self._encoded_task(inp.task)
+            lines.append(encode_line(inp.task.workload_key, task_json, inp.state.steps, res,
+                                     self._target_json, flop))
+        return "".join(line + "\n" for line in lines).encode()
+
+    def __call__(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        data = self.encode(inputs, results)
+        if not data:
+            return
+        with self._lock:
+            append_durably(self.path, data)
+            self.n_written += len(inputs)
+
+
+def append_durably(path: str, data: bytes) -> None:
+    """Append ``data`` (whole lines) to ``path`` and fsync.
+
+    The file is opened per call: a batch takes seconds to measure, an open takes microseconds,
+    and a log moved or rotated between batches is then followed rather than written into a
+    deleted inode.
+    """
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size > 0 and not _ends_with_newline(path):
+            # A writer killed mid-line left a partial line: end it, or our first line would be
+            # glued onto it and lost with it.
+            data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _ends_with_newline(path: str) -> bool:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+# ---- reading ------------------------------------------------------------------------------------
+
+def _reject_constant(name: str) -> Any:
+    raise RecordFormatError(f"non-JSON number {name}")
+
+
+def _num(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise RecordFormatError(f"{what} must be a number, got {v!r:.60}")
+    f = float(v)
+    if not math.isfinite(f):
+        raise RecordFormatError(f"{what} is not finite")
+    return f
+
+
+def _dict(v: Any, what: str) -> dict:
+    if not isinstance(v, dict):
+        raise RecordFormatError(f"{what} must be an object, got {type(v).__name__}")
+    return v
+
+
+# Steps are frozen dataclasses of ints, bools, strings and int tuples; ``step_from_json`` checks
+# the tag and the field count, this checks every field against its declared type so a record
+# with e.g. a dict where an int belongs is rejected here rather than failing oddly in replay.
+_FIELD_CHECKS = {
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+    "str": lambda v: isinstance(v, str),
+    "tuple[int, ...]": lambda v: isinstance(v, tuple) and all(
+        isinstance(x, int) and not isinstance(x, bool) for x in v),
+}
+
+
+def parse_step(rec: Any) -> Step:
+    try:
+        step = step_from_json(rec)
+    except (ValueError, TypeError) as err:
+        raise RecordFormatError(f"bad step: {err}"[:300]) from None
+    for name, f in type(step).__dataclass_fields__.items():
+        if name == "tag":
+            continue
+        check = _FIELD_CHECKS.get(str(f.type))
+        if check is not None and not check(getattr(step, name)):
+            raise RecordFormatError(f"step {rec!r:.80}: field {name} must be {f.type}")
+    return step
+
+
+def parse_result(r: Any) -> MeasureResult:
+    r = _dict(r, "result")
+    costs = r.get("costs")
+    if not isinstance(costs, list):
+        raise RecordFormatError("result.costs must be a list")
+    error_no = r.get("error_no")
+    if isinstance(error_no, bool) or not isinstance(error_no, int) or error_no not in set(
+            MeasureErrorNo):
+        raise RecordFormatError(f"result.error_no {error_no!r:.40} is not a known error code")
+    msg = r.get("error_msg", "")
+    if not isinstance(msg, str):
+        raise RecordFormatError("result.error_msg must be a string")
+    return MeasureResult(
+        costs=tuple(_num(c, "result.costs[]") for c in costs), error_no=error_no, error_msg=msg,
+        all_cost=_num(r.get("all_cost", 0.0), "result.all_cost"),
+        timestamp=_num(r.get("timestamp", 0.0), "result.timestamp"))
+
+
+def decode_line(line: str | bytes, lineno: int = 0) -> RecordLine:
+    """Parse and validate one record line; RecordFormatError says what is wrong."""
+    raw = line if isinstance(line, bytes) else line.encode()
+    try:
+        obj = json.loads(raw, parse_constant=_reject_constant)
+    except RecordFormatError:
+        raise
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise RecordFormatError(f"not JSON ({type(err).__name__}: {str(err)[:80]})") from None
+    obj = _dict(obj, "record")
+    if obj.get("v") != RECORD_VERSION:
+        raise RecordFormatError(f"unsupported record version {obj.get('v')!r:.20} (this reader "
+                                f"knows version {RECORD_VERSION})")
+    inp = _dict(obj.get("input"), "input")
+    key = inp.get("workload_key")
+    if not isinstance(key, str) or not key:
+        raise RecordFormatError("input.workload_key must be a non-empty string")
+    task = _dict(inp.get("task"), "input.task")
+    target = _dict(inp.get("target", {}), "input.target")
+    steps = inp.get("steps")
+    if not isinstance(steps, list):
+        raise RecordFormatError("input.steps must be a list")
+    flop = inp.get("flop")
+    return RecordLine(
+        workload_key=key, task=task, target=target,
+        steps=tuple(parse_step(s) for s in steps), result=parse_result(obj.get("result")),
+        flop=None if flop is None else _num(flop, "input.flop"), lineno=lineno,
+        raw=raw.rstrip(b"\r\n"))
+
+
+class LineWarner:
+    """Warns about skipped lines of one file, up to a limit; ``finish`` reports the rest."""
+
+    def __init__(self, path: str, limit: int = MAX_LINE_WARNINGS):
+        self.path, self.limit = path, limit
+        self.count = 0   # lines skipped
+        self.warned = 0  # of which got their own warning
+
+    def __call__(self, lineno: int, why: str) -> None:
+        self.count += 1
+        if self.warned < self.limit:
+            self.warned += 1
+            warnings.warn(f"{self.path}:{lineno}: skipped record: {why}", RecordWarning,
+                          stacklevel=3)
+
+    def silent(self) -> None:
+        """Count a skipped line already explained by an earlier warning."""
+        self.count += 1
+
+    def finish(self) -> None:
+        if self.count > self.warned:
+            warnings.warn(f"{self.path}: {self.count - self.warned} more record line(s) skipped "
+                          f"({self.count} in all)", RecordWarning, stacklevel=3)
+
+
+def iter_lines(path: str | os.PathLike, warner: LineWarner | None = None) -> Iterator[RecordLine]:
+    """Stream the valid record lines of a file (any result, failed measurements included).
+
+    Blank lines are ignored; a line that does not parse or validate is skipped with a
+    ``RecordWarning`` naming the file and line number - a partial last line (a writer killed
+    mid-write) included.
+    """
+    path = os.fspath(path)
+    own = warner is None
+    warner = warner or LineWarner(path)
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                yield decode_line(raw, lineno)
+            except RecordFormatError as err:
+                # Only the last line can lack its newline: a partial write.
+                if not raw.endswith(b"\n"):
+                    warner(lineno, f"truncated last line, its writer was probably killed "
+                                   f"mid-write ({err})")
+                else:
+                    warner(lineno, str(err))
+    if own:
+        warner.finish()

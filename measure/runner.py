@@ -1,0 +1,337 @@
+"""LocalRunner: time compiled candidates, one at a time, in a sandboxed worker process.
+
+One persistent worker runs every candidate sequentially, so the kernel being timed has every core
+to itself. A candidate that segfaults kills only the worker (RUNTIME_DEVICE); one that runs past
+``timeout`` gets it SIGKILLed (RUN_TIMEOUT); either way the worker is replaced and the batch goes
+on. The worker's address space is capped (``memory_limit_gb``).
+
+What one measurement does, in the worker:
+
+1. arguments: the workload's inputs are random (``compute.reference.random_inputs``, fixed seed,
+   generated once per workload and copied per candidate so a stray write cannot leak into the next
+   candidate), outputs are zero-filled; no candidate ever reads uninitialised memory;
+2. with ``check_correctness``, the first call's outputs are compared with the numpy reference
+   (computed once per workload, outside any candidate's timeout): WRONG_ANSWER on mismatch;
+3. warm-up: the kernel runs for ``warmup_ms`` (an idle vCPU here runs ~2.5x slower for the first
+   ~250 ms of work; page faults and the OpenMP pool start also land there);
+4. ``repeat`` repeats of ``number`` calls, each timed in native code (``measure.timer``) so no
+   Python overhead is counted; ``number`` grows until a repeat lasts ``min_repeat_ms``, as TVM's
+   time_evaluator does. Before each repeat the argument buffers are optionally flushed from the
+   caches (``enable_cpu_cache_flush``); ``cooldown_interval`` seconds pass between repeats.
+
+``costs`` are seconds per call, one per repeat. Nothing of ours competes with the kernel's OpenMP
+threads while it is timed (libgomp's threads spin between parallel regions, and a preempted one
+stalls every barrier): the worker runs no other thread, ``measure_batch`` finishes building before
+it runs, and the tuner blocks on the worker's socket meanwhile.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .builder import progress_mark
+from .measure import MAX_FLOAT, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
+
+INPUT_SEED = 0
+RTOL = ATOL = 1e-4
+# Reference evaluation is per workload, not per candidate; it gets its own, generous budget.
+REFERENCE_TIMEOUT = 600.0
+_WORKLOAD_CACHE_SIZE = 4  # per worker; a batch normally holds one workload
+
+# ---- in the worker ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Workload:
+    dag: Any
+    inputs: list[np.ndarray]
+    reference: list[np.ndarray] | None = None
+    reference_error: str | None = None
+
+
+_WORKLOADS: "OrderedDict[str, _Workload]" = OrderedDict()
+
+
+def _workload(key: str, dag_json: dict, check: bool) -> _Workload:
+    w = _WORKLOADS.get(key)
+    if w is None:
+        from compute import reference  # noqa: PLC0415
+        from compute.compute_dag import ComputeDAG  # noqa: PLC0415
+
+        dag = ComputeDAG.from_json(dag_json)
+        inputs = reference.random_inputs(dag, seed=INPUT_SEED)
+        for a in inputs:
+            a.flags.writeable = False  # the pristine copy; candidates get their own
+        w = _WORKLOADS[key] = _Workload(dag, inputs)
+        while len(_WORKLOADS) > _WORKLOAD_CACHE_SIZE:
+            _WORKLOADS.popitem(last=False)
+    else:
+        _WORKLOADS.move_to_end(key)
+    if check and w.reference is None and w.reference_error is None:
+        from compute import reference  # noqa: PLC0415
+
+        try:
+            w.reference = reference.evaluate(w.dag, w.inputs)
+        except Exception as e:  # noqa: BLE001 - e.g. an index out of bounds: the DAG's own fault
+            w.reference_error = f"{type(e).__name__}: {e}"
+    return w
+
+
+def prepare_job(key: str, dag_json: dict, check: bool) -> str | None:
+    """Generate the workload's inputs (and reference outputs if ``check``) in this worker;
+    returns the reference evaluator's error text if it failed."""
+    return _workload(key, dag_json, check).reference_error
+
+
+def _arguments(w: _Workload, specs: Sequence[Any]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(all kernel arguments in order, the outputs among them)."""
+    from compute.tensor import PlaceholderOp  # noqa: PLC0415
+
+    args, outs = [], []
+    inputs = iter(w.inputs)
+    for t in w.dag.tensors:
+        if isinstance(t.op, PlaceholderOp):
+            args.append(next(inputs).copy())
+        else:
+            out = np.zeros(t.shape, dtype=t.dtype)
+            args.append(out)
+            outs.append(out)
+    if len(args) != len(specs):
+        raise ValueError(f"the kernel takes {len(specs)} arguments, the workload has {len(args)}")
+    return args, outs
+
+
+def _compare(dag: Any, got: list[np.ndarray], want: list[np.ndarray]) -> str | None:
+    from compute import dtype as dt  # noqa: PLC0415
+    from compute.tensor import PlaceholderOp  # noqa: PLC0415
+
+    names = [t.name for t in dag.tensors if not isinstance(t.op, PlaceholderOp)]
+    for name, g, r in zip(names, got, want):
+        if dt.is_float(str(g.dtype)):
+            with np.errstate(all="ignore"):
+                bad = ~np.isclose(g, r, rtol=RTOL, atol=ATOL, equal_nan=True)
+        else:
+            bad = g != r
+        n_bad = int(np.count_nonzero(bad))
+        if n_bad:
+            first = tuple(int(i) for i in np.argwhere(bad)[0])
+            return (f"output {name}: {n_bad} of {g.size} elements differ from the reference; "
+                    f"first at {first}: got {g[first]!r}, expected {r[first]!r}")
+    return None
+
+
+def run_job(key: str, dag_json: dict, compiled: Any, opts: dict) -> tuple[tuple[float, ...], int, str]:
+    """Measure one compiled candidate: ``(costs, error_no, error_msg)``. Runs in the runner
+    worker; exceptions become RUNTIME_DEVICE, a crash is seen by the parent."""
+    from . import timer  # noqa: PLC0415
+    from .kernel import load  # noqa: PLC0415
+
+    check = bool(opts["check_correctness"])
+    try:
+        w = _workload(key, dag_json, check)
+        if check and w.reference_error is not None:
+            return (MAX_FLOAT,), int(MeasureErrorNo.UNKNOWN), \
+                f"check_correctness: the reference evaluator failed: {w.reference_error}"
+        kernel = load(compiled)
+        args, outs = _arguments(w, kernel.args)
+        ptrs = kernel.arg_pointers(*args)
+        timed = timer.Timer(kernel.address, ptrs)
+        per_call = None
+        if check:
+            per_call = timed(1)  # on the zero-filled outputs: these are the values checked
+            assert w.reference is not None
+            wrong = _compare(w.dag, outs, w.reference)
+            if wrong is not None:
+                return (MAX_FLOAT,), int(MeasureErrorNo.WRONG_ANSWER), wrong
+        costs = _time(timed, per_call, args, opts)
+        return tuple(costs), int(MeasureErrorNo.NO_ERROR), ""
+    except Exception as e:  # noqa: BLE001 - loading or argument set-up failed
+        return (MAX_FLOAT,), int(MeasureErrorNo.RUNTIME_DEVICE), f"{type(e).__name__}: {e}"
+
+
+# Idle-aware warm-up: measured on this host, a vCPU that has idled runs ~2.5x slower for its first
+# ~250 ms of work, so the first candidate after a pause gets the full warm-up and the candidates
+# that follow it back to back only a short one (32 GEMM-256 candidates: 12.4 s -> ~3 s).
+IDLE_S = 0.05
+BUSY_WARMUP_S = 0.01
+_last_busy = 0.0
+
+
+def _time(timed: Any, per_call: float | None, args: list[np.ndarray], opts: dict) -> list[float]:
+    """Seconds per call for each repeat. ``per_call``: a first estimate, if a call was made."""
+    from . import timer  # noqa: PLC0415
+
+    global _last_busy
+    min_repeat_s = max(0.0, float(opts["min_repeat_ms"])) / 1e3
+    number = max(1, int(opts["number"]))
+    warm_s = max(0.0, float(opts["warmup_ms"])) / 1e3
+    if time.perf_counter() - _last_busy < IDLE_S:
+        # The cores were busy with the previous candidate a moment ago: the slow ramp-up after
+        # idleness does not apply, a short warm-up (which also estimates one call) is enough.
+        warm_s = min(warm_s, BUSY_WARMUP_S)
+    if warm_s > 0:
+        # Doubling batches until the time is up; the warm-up also estimates one call's time.
+        calls, spent, batch = 0, 0.0, 1
+        while spent < warm_s:
+            spent += timed(batch)
+            calls += batch
+            per_call = spent / calls
+            batch = max(1, min(batch * 2, math.ceil((warm_s - spent) / max(per_call, 1e-9))))
+    if per_call is not None and min_repeat_s > 0:
+        number = max(number, math.ceil(min_repeat_s / max(per_call, 1e-9)))
+    flush = bool(opts["enable_cpu_cache_flush"]) and timer.can_flush()
+    cooldown = max(0.0, float(opts["cooldown_interval"]))
+    costs: list[float] = []
+    for r in range(max(1, int(opts["repeat"]))):
+        if r and cooldown:
+            time.sleep(cooldown)
+        while True:
+            if flush:
+                for a in args:
+                    timer.flush(a.ctypes.data, a.nbytes)
+            elapsed = timed(number)
+            # An estimate from cold calls can be off: grow and redo, as TVM's time_evaluator does.
+            if elapsed >= min_repeat_s or costs:
+                break
+            number = max(number + 1, math.ceil(number * min(min_repeat_s / max(elapsed, 1e-9), 1e6) * 1.1))
+        costs.append(elapsed / number)
+    _last_busy = time.perf_counter()
+    return costs
+
+
+def init_runner_worker() -> None:
+    """Worker initializer: load the OpenMP runtime and LLVM, and compile the timing harness."""
+    from . import runtime, target, timer  # noqa: PLC0415
+    from .kernel import Kernel  # noqa: F401, PLC0415
+
+    runtime.ensure_loaded()
+    target.toolchain_key()
+    if timer.can_flush():
+        buf = np.zeros(1, dtype=np.uint8)
+        timer.flush(buf.ctypes.data, buf.nbytes)
+
+
+# ---- in the tuner -------------------------------------------------------------------------------
+
+class LocalRunner:
+    """Run built candidates on this machine, sequentially, in one sandboxed worker process.
+
+    ``timeout`` covers one candidate's whole measurement (load, check, warm-up, repeats). Kernels
+    use ``$ANSOR_NUM_THREADS`` threads (default: every usable CPU): the worker inherits the
+    tuner's environment as it is when the worker starts (first use, or a restart).
+    """
+
+    def __init__(self, timeout: float = 10, number: int = 3, repeat: int = 1,
+                 min_repeat_ms: float = 100, cooldown_interval: float = 0.0,
+                 enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
+                 memory_limit_gb: float | None = 8.0, warmup_ms: float = 300):
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        if number < 1 or repeat < 1:
+            raise ValueError(f"number and repeat must be at least 1, got {number} and {repeat}")
+        self.timeout = float(timeout)
+        self.number = int(number)
+        self.repeat = int(repeat)
+        self.min_repeat_ms = float(min_repeat_ms)
+        self.cooldown_interval = float(cooldown_interval)
+        self.enable_cpu_cache_flush = bool(enable_cpu_cache_flush)
+        self.check_correctness = bool(check_correctness)
+        self.memory_limit_gb = memory_limit_gb
+        self.warmup_ms = float(warmup_ms)
+        self.reference_timeout = REFERENCE_TIMEOUT
+        self._pool: WorkerPool | None = None
+        self._prepared: set[str] = set()  # workloads set up in the current worker incarnation
+        self._prepared_restarts = 0
+
+    @property
+    def pool(self) -> WorkerPool:
+        """The (one-worker) pool, started on first use."""
+        if self._pool is None:
+            limit = None if self.memory_limit_gb is None else int(self.memory_limit_gb * (1 << 30))
+            self._pool = WorkerPool(1, initializer=init_runner_worker, memory_limit_bytes=limit)
+        return self._pool
+
+    def _opts(self) -> dict:
+        return {"number": self.number, "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
+                "cooldown_interval": self.cooldown_interval, "warmup_ms": self.warmup_ms,
+                "enable_cpu_cache_flush": self.enable_cpu_cache_flush,
+                "check_correctness": self.check_correctness}
+
+    def _prepare(self, key: str, dag_json: dict) -> str | None:
+        """Set the workload up in the worker unless this incarnation already has it; returns an
+        error text if that failed."""
+        pool = self.pool
+        if pool.restarts != self._prepared_restarts:
+            self._prepared.clear()
+            self._prepared_restarts = pool.restarts
+        if key in self._prepared:
+            return None
+        out = pool.run(prepare_job, key, dag_json, self.check_correctness,
+                       timeout=self.reference_timeout)
+        if out.status == OK and out.value is None:
+            self._prepared.add(key)
+            return None
+        if out.status == OK:
+            return f"check_correctness: the reference evaluator failed: {out.value}"
+        return f"setting up the workload's inputs failed ({out.status}): {out.error}"
+
+    def run(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult],
+            verbose: int = 0) -> list[MeasureResult]:
+        """Measure every successfully built candidate; results in input order, one per input.
+        A candidate whose build failed is not run: its result carries the build error."""
+        if len(inputs) != len(build_results):
+            raise ValueError(f"{len(inputs)} inputs but {len(build_results)} build results")
+        opts = self._opts()
+        dag_json: dict[str, dict] = {}
+        results: list[MeasureResult] = []
+        for inp, br in zip(inputs, build_results):
+            t0 = time.monotonic()
+            if br.error_no != MeasureErrorNo.NO_ERROR or br.compiled is None:
+                res = MeasureResult((MAX_FLOAT,), int(br.error_no) or int(MeasureErrorNo.UNKNOWN),
+                                    br.error_msg or "no compiled object", 0.0)
+            else:
+                key = inp.task.workload_key
+                if key not in dag_json:
+                    dag_json[key] = inp.task.compute_dag.to_json()
+                res = self._run_one(key, dag_json[key], br.compiled, opts, t0)
+            results.append(res)
+            if verbose >= 1:
+                print(progress_mark(res.error_no), end="", flush=True)
+        if verbose >= 1:
+            print(flush=True)
+        return results
+
+    def _run_one(self, key: str, dag_json: dict, compiled: Any, opts: dict, t0: float) -> MeasureResult:
+        failed = self._prepare(key, dag_json)
+        if failed is not None:
+            return MeasureResult((MAX_FLOAT,), int(MeasureErrorNo.UNKNOWN), failed,
+                                 time.monotonic() - t0)
+        out = self.pool.run(run_job, key, dag_json, compiled, opts, timeout=self.timeout)
+        if out.status == OK:
+            costs, err, msg = out.value
+            return MeasureResult(tuple(costs), err, msg, time.monotonic() - t0)
+        if out.status == TIMEOUT:
+            return MeasureResult((MAX_FLOAT,), int(MeasureErrorNo.RUN_TIMEOUT),
+                                 f"run took longer than {self.timeout:g} s", time.monotonic() - t0)
+        if out.status == CRASH:
+            return MeasureResult((MAX_FLOAT,), int(MeasureErrorNo.RUNTIME_DEVICE),
+                                 f"runner crashed: {out.error}", time.monotonic() - t0)
+        return MeasureResult((MAX_FLOAT,), int(MeasureErrorNo.UNKNOWN), out.error, time.monotonic() - t0)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        self._prepared.clear()
+
+    def __enter__(self) -> "LocalRunner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

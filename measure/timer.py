@@ -1,0 +1,144 @@
+"""Native timing harness: call a compiled kernel ``number`` times between two clock reads.
+
+Timing a small kernel from Python adds the ctypes call, argument conversion and the interpreter
+loop to every call (microseconds, as much as the kernel itself for small workloads). The harness is
+a few lines of LLVM IR, compiled once per process and per argument count:
+
+    double ansor_time_N(ptr fn, ptr args, i64 number)
+
+loads the N argument pointers from ``args``, reads CLOCK_MONOTONIC, calls ``fn`` ``number`` times
+through the pointer and reads the clock again; only one ctypes call per repeat remains, outside the
+timed region. ``ansor_clflush(ptr, i64)`` evicts a buffer from every cache level (clflush on each
+line, then a fence) so a repeat can start cold.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Sequence
+
+import llvmlite.binding as llvm
+
+from . import target
+
+CLOCK_MONOTONIC = 1  # Linux <time.h>
+CACHE_LINE = 64
+
+_LOCK = threading.Lock()
+_HARNESS: dict[object, tuple[object, object]] = {}  # arity / "flush" -> (engine, ctypes function)
+
+_TIME_PROTO = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+_FLUSH_PROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
+
+
+def _header() -> list[str]:
+    return [f'target datalayout = "{target.data_layout()}"', f'target triple = "{target.host_triple()}"', ""]
+
+
+def timer_ir(n_args: int) -> str:
+    """IR of ``ansor_time_<n_args>``; at least one call is made even if ``number`` < 1."""
+    loads = []
+    for i in range(n_args):
+        loads.append(f"  %p{i} = getelementptr ptr, ptr %args, i64 {i}")
+        loads.append(f"  %a{i} = load ptr, ptr %p{i}, align 8")
+    call_args = ", ".join(f"ptr %a{i}" for i in range(n_args))
+    return "\n".join(_header() + [
+        "declare i32 @clock_gettime(i32, ptr)",
+        "",
+        f"define double @ansor_time_{n_args}(ptr %fn, ptr %args, i64 %number) {{",
+        "entry:",
+        "  %t0 = alloca [2 x i64], align 8",
+        "  %t1 = alloca [2 x i64], align 8",
+        *loads,
+        f"  call i32 @clock_gettime(i32 {CLOCK_MONOTONIC}, ptr %t0)",
+        "  br label %loop",
+        "loop:",
+        "  %i = phi i64 [ 0, %entry ], [ %next, %loop ]",
+        f"  call void %fn({call_args})",
+        "  %next = add i64 %i, 1",
+        "  %more = icmp slt i64 %next, %number",
+        "  br i1 %more, label %loop, label %done",
+        "done:",
+        f"  call i32 @clock_gettime(i32 {CLOCK_MONOTONIC}, ptr %t1)",
+        "  %s0 = load i64, ptr %t0, align 8",
+        "  %n0p = getelementptr i64, ptr %t0, i64 1",
+        "  %n0 = load i64, ptr %n0p, align 8",
+        "  %s1 = load i64, ptr %t1, align 8",
+        "  %n1p = getelementptr i64, ptr %t1, i64 1",
+        "  %n1 = load i64, ptr %n1p, align 8",
+        "  %ds = sub i64 %s1, %s0",
+        "  %dn = sub i64 %n1, %n0",
+        "  %dsf = sitofp i64 %ds to double",
+        "  %dnf = sitofp i64 %dn to double",
+        "  %dns = fmul double %dnf, 1.0e-9",
+        "  %r = fadd double %dsf, %dns",
+        "  ret double %r",
+        "}",
+        ""])
+
+
+def flush_ir() -> str:
+    """IR of ``ansor_clflush(ptr start, i64 nbytes)``; ``start`` must be cache-line aligned."""
+    return "\n".join(_header() + [
+        "declare void @llvm.x86.sse2.clflush(ptr)",
+        "declare void @llvm.x86.sse2.mfence()",
+        "",
+        "define void @ansor_clflush(ptr %p, i64 %n) {",
+        "entry:",
+        "  %any = icmp sgt i64 %n, 0",
+        "  br i1 %any, label %loop, label %done",
+        "loop:",
+        "  %off = phi i64 [ 0, %entry ], [ %next, %loop ]",
+        "  %q = getelementptr i8, ptr %p, i64 %off",
+        "  call void @llvm.x86.sse2.clflush(ptr %q)",
+        f"  %next = add i64 %off, {CACHE_LINE}",
+        "  %more = icmp slt i64 %next, %n",
+        "  br i1 %more, label %loop, label %done",
+        "done:",
+        "  call void @llvm.x86.sse2.mfence()",
+        "  ret void",
+        "}",
+        ""])
+
+
+def _compile(key: object, ir: str, symbol: str, proto: type) -> object:
+    with _LOCK:
+        hit = _HARNESS.get(key)
+        if hit is not None:
+            return hit[1]
+        mod = llvm.parse_assembly(ir)
+        mod.verify()
+        engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())
+        engine.finalize_object()
+        fn = proto(engine.get_function_address(symbol))
+        _HARNESS[key] = (engine, fn)  # the engine owns the machine code: keep it alive
+        return fn
+
+
+class Timer:
+    """Times ``void fn(ptr...)`` on fixed argument pointers: ``timer(number)`` returns the seconds
+    that ``number`` back-to-back calls took."""
+
+    def __init__(self, fn_address: int, pointers: Sequence[int]):
+        n = len(pointers)
+        self._fn = _compile(n, timer_ir(n), f"ansor_time_{n}", _TIME_PROTO)
+        self._address = fn_address
+        self._args = (ctypes.c_void_p * max(1, n))(*pointers)
+        self._args_address = ctypes.addressof(self._args)
+
+    def __call__(self, number: int) -> float:
+        return float(self._fn(self._address, self._args_address, max(1, int(number))))
+
+
+def can_flush() -> bool:
+    """clflush exists on every x86-64 CPU and on no other architecture we build for."""
+    return target.host_triple().startswith(("x86_64", "i386", "i686"))
+
+
+def flush(address: int, nbytes: int) -> None:
+    """Evict ``[address, address + nbytes)`` from every cache level."""
+    if nbytes <= 0:
+        return
+    fn = _compile("flush", flush_ir(), "ansor_clflush", _FLUSH_PROTO)
+    start = address & ~(CACHE_LINE - 1)
+    fn(start, address + nbytes - start)
