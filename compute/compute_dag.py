@@ -174,32 +174,43 @@ def _analyse(ops: list[Operation]) -> dict[Operation, OpInfo]:
     for op in ops:
         inf = info[op]
         inf.is_output = not inf.consumers
-        if not isinstance(op, ComputeOp):
-            continue
-        nodes = E.post_order(op.body)
-        inf.has_reduce = isinstance(op.body, E.Reduce)
-        inf.is_injective = not inf.has_reduce
-        inf.has_branch = any(isinstance(n, E.Select) for n in nodes)
-        inf.has_expensive_op = any(isinstance(n, E.Call) and n.name in EXPENSIVE_FUNCS for n in nodes)
-        for n in nodes:
-            if isinstance(n, E.TensorLoad):
-                inf.reads.setdefault(n.tensor.op, []).append(n.indices)
-        axis_pos = {id(a): k for k, a in enumerate(op.axes)}
-        simple = True
-        elementwise = True
-        for prod, accesses in inf.reads.items():
-            for idx in accesses:
-                pos = [axis_pos.get(id(i)) for i in idx]
-                if any(p is None for p in pos) or len(set(pos)) != len(pos) or pos != sorted(pos):
-                    simple = False
-                if len(idx) != len(op.axes) or any(i is not a for i, a in zip(idx, op.axes)):
-                    elementwise = False
-        inf.is_simple_access = simple
-        inf.is_elementwise = inf.is_injective and elementwise
-        inf.is_strictly_inlineable = (inf.is_injective and not inf.has_branch
-                                      and not inf.has_expensive_op and simple)
-        inf.needs_multi_level_tiling = _needs_tiling(op, inf)
+        if isinstance(op, ComputeOp):
+            _analyse_body(op, inf)
     return info
+
+
+def analyse_op(op: ComputeOp) -> OpInfo:
+    """The per-operation facts of ``op`` alone (no producer/consumer links): for stages that a
+    schedule creates (cache_write, rfactor), which are not in any DAG."""
+    inf = OpInfo()
+    _analyse_body(op, inf)
+    return inf
+
+
+def _analyse_body(op: ComputeOp, inf: OpInfo) -> None:
+    nodes = E.post_order(op.body)
+    inf.has_reduce = isinstance(op.body, E.Reduce)
+    inf.is_injective = not inf.has_reduce
+    inf.has_branch = any(isinstance(n, E.Select) for n in nodes)
+    inf.has_expensive_op = any(isinstance(n, E.Call) and n.name in EXPENSIVE_FUNCS for n in nodes)
+    for n in nodes:
+        if isinstance(n, E.TensorLoad):
+            inf.reads.setdefault(n.tensor.op, []).append(n.indices)
+    axis_pos = {id(a): k for k, a in enumerate(op.axes)}
+    simple = True
+    elementwise = True
+    for accesses in inf.reads.values():
+        for idx in accesses:
+            pos = [axis_pos.get(id(i)) for i in idx]
+            if any(p is None for p in pos) or len(set(pos)) != len(pos) or pos != sorted(pos):
+                simple = False
+            if len(idx) != len(op.axes) or any(i is not a for i, a in zip(idx, op.axes)):
+                elementwise = False
+    inf.is_simple_access = simple
+    inf.is_elementwise = inf.is_injective and elementwise
+    inf.is_strictly_inlineable = (inf.is_injective and not inf.has_branch
+                                  and not inf.has_expensive_op and simple)
+    inf.needs_multi_level_tiling = _needs_tiling(op, inf)
 
 
 def _needs_tiling(op: ComputeOp, inf: OpInfo) -> bool:

@@ -189,10 +189,7 @@ class State:
         if table is None:
             from compute import expr as E
 
-            producer_of: dict[int, int] = {}
-            for k, s in enumerate(self.stages):
-                for o in s.produced_ops:
-                    producer_of.setdefault(id(o.output), k)
+            producer_of = self.producer_map()
             table = {k: [] for k in range(len(self.stages))}
             for k, s in enumerate(self.stages):
                 if isinstance(s.op, ComputeOp):
@@ -205,6 +202,17 @@ class State:
                                 table[p].append(k)
             self._cache[key] = table
         return list(table[stage_id])
+
+    def producer_map(self) -> dict[int, int]:
+        """id(tensor) -> index of the stage producing it (ops a stage replaced count as its own)."""
+        table = self._cache.get("producers")
+        if table is None:
+            table = {}
+            for k, s in enumerate(self.stages):
+                for o in s.produced_ops:
+                    table.setdefault(id(o.output), k)
+            self._cache["producers"] = table
+        return table
 
     def effective_consumers(self, stage_id: int) -> list[int]:
         """Readers once inlining is resolved: an inlined reader is replaced by its own readers."""

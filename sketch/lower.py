@@ -49,36 +49,39 @@ def lower(state: State, name: str = "default_function") -> L.PrimFunc:
     return _Lowering(state, name).run()
 
 
+def effective_bodies(state: State, producer_of: dict[int, int] | None = None) -> dict[int, E.Expr]:
+    """Each compute stage's body with the bodies of inlined stages substituted into it."""
+    producer_of = state.producer_map() if producer_of is None else producer_of
+    body: dict[int, E.Expr] = {}
+    for k, s in enumerate(state.stages):
+        if not isinstance(s.op, ComputeOp):
+            continue
+        memo: dict[int, E.Expr] = {}
+
+        def inline(e: E.Expr) -> E.Expr | None:
+            if isinstance(e, E.TensorLoad):
+                p = producer_of.get(id(e.tensor))
+                if p is not None and state.stages[p].compute_at == "inline":
+                    idx = tuple(E.rewrite(i, inline, memo) for i in e.indices)
+                    return E.substitute(body[p], dict(zip(state.stages[p].op.axes, idx)))
+            return None
+
+        body[k] = E.rewrite(s.op.body, inline, memo)
+    return body
+
+
 class _Lowering:
     def __init__(self, state: State, name: str):
         self.state = state
         self.name = name
         self.stages = state.stages
-        self.producer_of: dict[int, int] = {}
-        for k, s in enumerate(self.stages):
-            for o in s.produced_ops:
-                self.producer_of.setdefault(id(o.output), k)
+        self.producer_of = state.producer_map()
         self.ctx: dict[int, _Ctx] = {}
         self.var_range: dict[int, tuple[int, int]] = {}
 
     # ---- 1. inlining ------------------------------------------------------------------------------
     def _effective_bodies(self) -> None:
-        self.body: dict[int, E.Expr] = {}
-        for k, s in enumerate(self.stages):
-            if not isinstance(s.op, ComputeOp):
-                continue
-            memo: dict[int, E.Expr] = {}
-
-            def inline(e: E.Expr) -> E.Expr | None:
-                if isinstance(e, E.TensorLoad):
-                    p = self.producer_of.get(id(e.tensor))
-                    if p is not None and self.stages[p].compute_at == "inline":
-                        idx = tuple(E.rewrite(i, inline, memo) for i in e.indices)
-                        pop = self.stages[p].op
-                        return E.substitute(self.body[p], dict(zip(pop.axes, idx)))
-                return None
-
-            self.body[k] = E.rewrite(s.op.body, inline, memo)
+        self.body = effective_bodies(self.state, self.producer_of)
         self.reads: dict[int, list[tuple[int, tuple[E.Expr, ...]]]] = {k: [] for k in range(len(self.stages))}
         for k, b in self.body.items():
             if self.stages[k].compute_at == "inline":

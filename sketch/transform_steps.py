@@ -425,10 +425,6 @@ class RfactorStep(Step):
         if not 0 <= self.factor_iter_id <= n_sp:
             raise InvalidStepError(f"rfactor on {st.name!r}: factor position {self.factor_iter_id} "
                                    f"outside 0..{n_sp}")
-        # Only splits may relate reduce loops here: fused reduce loops cannot be factored apart.
-        for rel in st.relations:
-            if isinstance(rel, FuseRel) and any(st.iters[p].kind == "reduce" for p in rel.parents):
-                raise InvalidStepError(f"rfactor on {st.name!r}: fused reduce loops are not supported")
         reduce_leaves = [i for i in st.leaves if st.iters[i].kind == "reduce"]
         rf_axis = E.iter_var(f"{fit.name}.rf", 0, fit.extent, "spatial")
         new_raxes = {i: E.iter_var(st.iters[i].name, 0, st.iters[i].extent, "reduce")

@@ -1,0 +1,341 @@
+"""Sketch generation: derive the high-level structures of good programs from the computation alone.
+
+A *sketch* is a loop state whose structure is decided (which stages are inlined, tiled, cached,
+fused, factored) but whose numbers are not: every split carries placeholder lengths (all 1s) that
+the random annotation fills in later. Sketches are valid states (placeholder splits are legal), so
+they print, lower and run like any schedule.
+
+Rules are small classes with ``meet_condition`` (skip / apply / apply-and-skip-the-rest) and
+``apply`` (new states, each with the stage to visit next), tried in one ordered list from the last
+stage to the first, as in Ansor's CPU sketch policy: always-inline, add-rfactor, add-cache-write,
+multi-level tiling with fusion, multi-level tiling ("SSRSRS"), skip. A user can add a rule by
+passing their own list to ``generate_sketches``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Sequence
+
+from compute import expr as E
+from compute.compute_dag import ComputeDAG, OpInfo, analyse_op
+from compute.tensor import ComputeOp
+
+from .loop_state import InvalidStepError, SplitRel, State
+from .lower import effective_bodies
+
+TILE_STRUCTURE = "SSRSRS"  # CPU: 4 spatial levels, 2 reduction levels
+FUSION_LEVELS = (1, 2)      # compute a tiled producer at its consumer's level-1 or level-2 tile
+
+
+class ConditionKind(IntEnum):
+    SKIP = 0
+    APPLY = 1
+    APPLY_AND_SKIP_REST = 2
+
+
+@dataclass
+class SketchContext:
+    """What rules may consult: the DAG, the core count, and per-state caches."""
+
+    dag: ComputeDAG
+    num_cores: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
+    _info: dict = field(default_factory=dict)
+
+    def info(self, state: State, sid: int) -> OpInfo:
+        op = state.stages[sid].op
+        inf = self._info.get(id(op))
+        if inf is None:
+            inf = analyse_op(op)
+            self._info[id(op)] = (op, inf)  # keep op alive so its id stays unique
+            return inf
+        return inf[1]
+
+
+class SketchRule:
+    """One rule. ``apply`` returns (new state, index of the next stage to visit) pairs."""
+
+    name = "rule"
+
+    def meet_condition(self, ctx: SketchContext, state: State, sid: int) -> ConditionKind:
+        raise NotImplementedError
+
+    def apply(self, ctx: SketchContext, state: State, sid: int) -> list[tuple[State, int]]:
+        raise NotImplementedError
+
+
+# ---- helpers ----------------------------------------------------------------------------------------
+
+def _is_compute(state: State, sid: int) -> bool:
+    st = state.stages[sid]
+    return isinstance(st.op, ComputeOp) and st.compute_at != "inline"
+
+
+def _is_argument(state: State, sid: int) -> bool:
+    args = {id(t.op) for t in state.dag.tensors}
+    return any(id(o) in args for o in state.stages[sid].produced_ops)
+
+
+def _is_derived(state: State, sid: int) -> bool:
+    """A stage a cache_write or rfactor already produced (not to be cached or factored again)."""
+    st = state.stages[sid]
+    return st.origin is None or bool(st.aliases)
+
+
+def single_elementwise_consumer(state: State, sid: int) -> int | None:
+    """The one (non-inlined) consumer that reads this stage only at its own index, else None."""
+    consumers = state.effective_consumers(sid)
+    if len(consumers) != 1:
+        return None
+    c = consumers[0]
+    cst, pst = state.stages[c], state.stages[sid]
+    cop = cst.op
+    if not isinstance(cop, ComputeOp) or isinstance(cop.body, E.Reduce):
+        return None
+    if tuple(cop.shape) != tuple(pst.op.shape) or cst.compute_at != "root" or cst.relations:
+        return None
+    body = effective_bodies(state)[c]
+    mine = {id(o.output) for o in pst.produced_ops}
+    found = False
+    for n in E.post_order(body):
+        if isinstance(n, E.TensorLoad) and id(n.tensor) in mine:
+            found = True
+            if len(n.indices) != len(cop.axes) or any(i is not a for i, a in zip(n.indices, cop.axes)):
+                return None
+    return c if found else None
+
+
+def multi_level_tiling(state: State, sid: int, structure: str = TILE_STRUCTURE) -> tuple[State, list[int]]:
+    """Split every loop of the stage (spatial into #S parts, reduce into #R parts, placeholder
+    lengths) and reorder level by level. Returns the state and the split step ids of the spatial
+    loops, in axis order (consumers follow them when fused)."""
+    n_s, n_r = structure.count("S"), structure.count("R")
+    st = state.stages[sid]
+    parts: dict[int, list[int]] = {}  # root iterator id -> its parts' iterator ids, outer first
+    spatial_steps: list[int] = []
+    for it_id in list(st.leaves):
+        it = state.stages[sid].iters[it_id]
+        levels = n_s if it.kind == "spatial" else n_r
+        if levels > 1:
+            state = state.split(sid, it, [1] * (levels - 1))
+            rel = state.stages[sid].relations[-1]
+            assert isinstance(rel, SplitRel)
+            parts[it_id] = list(rel.children)
+            if it.kind == "spatial":
+                spatial_steps.append(len(state.steps) - 1)
+        else:
+            parts[it_id] = [it_id]
+    st = state.stages[sid]
+    roots = [i for i in range(st.n_root)]
+    spatial = [i for i in roots if st.iters[i].kind == "spatial"]
+    reduce_ = [i for i in roots if st.iters[i].kind == "reduce"]
+    order: list[int] = []
+    s_lv = r_lv = 0
+    for ch in structure:
+        group = spatial if ch == "S" else reduce_
+        lv = s_lv if ch == "S" else r_lv
+        order += [parts[i][lv] for i in group if lv < len(parts[i])]
+        if ch == "S":
+            s_lv += 1
+        else:
+            r_lv += 1
+    positions = [st.leaves.index(i) for i in order]
+    return state.reorder(sid, positions), spatial_steps
+
+
+def follow_tiling(state: State, cid: int, split_steps: list[int], level: int) -> State:
+    """The consumer splits its loops like the producer's first ``level`` tiling levels and
+    orders the parts level by level, so the producer can be computed at a tile of it."""
+    roots = list(state.stages[cid].leaves)
+    parts: list[list[int]] = []
+    for it_id, step in zip(roots, split_steps):
+        it = state.stages[cid].iters[it_id]
+        state = state.follow_split(cid, it, step, level)
+        rel = state.stages[cid].relations[-1]
+        parts.append(list(rel.children))
+    st = state.stages[cid]
+    order = [p[lv] for lv in range(level + 1) for p in parts]
+    return state.reorder(cid, [st.leaves.index(i) for i in order])
+
+
+def needs_rfactor(ctx: SketchContext, state: State, sid: int) -> bool:
+    inf = ctx.info(state, sid)
+    if not inf.has_reduce:
+        return False
+    op = state.stages[sid].op
+    space = 1
+    for a in op.axes:
+        space *= a.extent
+    red = 1
+    for a in op.reduce_axes:
+        red *= a.extent
+    if inf.needs_multi_level_tiling:
+        return space <= red and space <= ctx.num_cores * 16
+    return red > ctx.num_cores and space < ctx.num_cores * 16
+
+
+# ---- the rules ---------------------------------------------------------------------------------------
+
+class RuleAlwaysInline(SketchRule):
+    """Strictly inlineable elementwise stages (no expensive op, no branch) are always inlined."""
+
+    name = "always_inline"
+
+    def meet_condition(self, ctx, state, sid):
+        if not _is_compute(state, sid) or _is_argument(state, sid) or not state.consumers(sid):
+            return ConditionKind.SKIP
+        return ConditionKind.APPLY_AND_SKIP_REST if ctx.info(state, sid).is_strictly_inlineable \
+            else ConditionKind.SKIP
+
+    def apply(self, ctx, state, sid):
+        return [(state.compute_inline(sid), sid - 1)]
+
+
+class RuleAddRfactor(SketchRule):
+    """Reductions with too little spatial parallelism: fuse the reduce loops, split them, and
+    factor out either part (two sketches); the new .rf stage is visited next."""
+
+    name = "add_rfactor"
+
+    def meet_condition(self, ctx, state, sid):
+        if not _is_compute(state, sid) or _is_derived(state, sid):
+            return ConditionKind.SKIP
+        return ConditionKind.APPLY if needs_rfactor(ctx, state, sid) else ConditionKind.SKIP
+
+    def apply(self, ctx, state, sid):
+        st = state.stages[sid]
+        red = [p for p, it in enumerate(st.leaf_iters) if it.kind == "reduce"]
+        s = state.fuse(sid, red) if len(red) > 1 else state
+        pos = [p for p, it in enumerate(s.stages[sid].leaf_iters) if it.kind == "reduce"][0]
+        s = s.split(sid, pos, [1])
+        n_sp = len(st.op.axes)
+        out = []
+        for part in (pos, pos + 1):
+            try:
+                out.append((s.rfactor(sid, part, n_sp), sid))
+            except InvalidStepError:
+                continue
+        return out
+
+
+class RuleAddCacheWrite(SketchRule):
+    """A stage to tile that has no elementwise consumer to fuse into gets a local accumulator
+    (cache_write); the copy stage is then the consumer the tiled accumulator fuses into."""
+
+    name = "add_cache_write"
+
+    def meet_condition(self, ctx, state, sid):
+        if not _is_compute(state, sid) or _is_derived(state, sid):
+            return ConditionKind.SKIP
+        if ctx.info(state, sid).needs_multi_level_tiling and single_elementwise_consumer(state, sid) is None:
+            return ConditionKind.APPLY
+        return ConditionKind.SKIP
+
+    def apply(self, ctx, state, sid):
+        return [(state.cache_write(sid), sid)]
+
+
+class RuleMultiLevelTilingWithFusion(SketchRule):
+    """Tile "SSRSRS" and compute the stage at its elementwise consumer's tile, level 1 or 2."""
+
+    name = "multi_level_tiling_with_fusion"
+
+    def meet_condition(self, ctx, state, sid):
+        if not _is_compute(state, sid) or not ctx.info(state, sid).needs_multi_level_tiling:
+            return ConditionKind.SKIP
+        if single_elementwise_consumer(state, sid) is None:
+            return ConditionKind.SKIP
+        return ConditionKind.APPLY_AND_SKIP_REST
+
+    def apply(self, ctx, state, sid):
+        consumer = single_elementwise_consumer(state, sid)
+        assert consumer is not None
+        tiled, steps = multi_level_tiling(state, sid)
+        out = []
+        n = len(steps)
+        for level in FUSION_LEVELS:
+            s = follow_tiling(tiled, consumer, steps, level)
+            s = s.compute_at(sid, consumer, level * n - 1)
+            out.append((s, sid - 1))
+        return out
+
+
+class RuleMultiLevelTiling(SketchRule):
+    """Tile "SSRSRS" a stage with data reuse."""
+
+    name = "multi_level_tiling"
+
+    def meet_condition(self, ctx, state, sid):
+        if _is_compute(state, sid) and ctx.info(state, sid).needs_multi_level_tiling:
+            return ConditionKind.APPLY_AND_SKIP_REST
+        return ConditionKind.SKIP
+
+    def apply(self, ctx, state, sid):
+        return [(multi_level_tiling(state, sid)[0], sid - 1)]
+
+
+class RuleSkipStage(SketchRule):
+    """Leave the stage as it is (its location and annotations are chosen later)."""
+
+    name = "skip"
+
+    def meet_condition(self, ctx, state, sid):
+        return ConditionKind.APPLY
+
+    def apply(self, ctx, state, sid):
+        return [(state, sid - 1)]
+
+
+DEFAULT_RULES: tuple[SketchRule, ...] = (
+    RuleAlwaysInline(), RuleAddRfactor(), RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(),
+    RuleMultiLevelTiling(), RuleSkipStage(),
+)
+
+
+def generate_sketches(task_or_dag: Any, rules: Sequence[SketchRule] | None = None,
+                      num_cores: int | None = None, max_sketches: int = 64) -> list[State]:
+    """Every sketch the rules derive, visiting stages from the last to the first.
+
+    ``task_or_dag``: a SearchTask (anything with ``compute_dag``) or a ComputeDAG. ``rules``
+    replaces the default ordered list (e.g. to add a rule of your own before ``RuleSkipStage``).
+    """
+    dag = getattr(task_or_dag, "compute_dag", task_or_dag)
+    ctx = SketchContext(dag) if num_cores is None else SketchContext(dag, num_cores)
+    rules = DEFAULT_RULES if rules is None else tuple(rules)
+    init = State.initial(dag)
+    work: list[tuple[State, int]] = [(init, len(init.stages) - 1)]
+    out: list[State] = []
+    seen: set[str] = set()
+    applied: list[SketchRule] = []
+    sid = -1
+    budget = 100_000  # rule applications; a rule that never moves to an earlier stage would loop
+    while work and len(out) < max_sketches:
+        budget -= 1
+        if budget < 0:
+            raise RuntimeError(f"sketch generation did not terminate; last rules applied at stage "
+                               f"{sid}: {', '.join(r.name for r in applied)} (a rule must return "
+                               "an earlier stage or a changed state)")
+        state, sid = work.pop(0)
+        if sid < 0:
+            key = state.canonical_key()
+            if key not in seen:
+                seen.add(key)
+                out.append(state)
+            continue
+        nxt: list[tuple[State, int]] = []
+        applied: list[SketchRule] = []
+        for rule in rules:
+            cond = rule.meet_condition(ctx, state, sid)
+            if cond == ConditionKind.SKIP:
+                continue
+            try:
+                produced = rule.apply(ctx, state, sid)
+            except InvalidStepError:
+                continue  # the rule does not fit this particular state: as if it had skipped
+            applied.append(rule)
+            nxt.extend(produced)
+            if cond == ConditionKind.APPLY_AND_SKIP_REST:
+                break
+        work = nxt + work  # depth first keeps the order stable and memory small
+    return out

@@ -1,0 +1,107 @@
+"""Sketch generation: the expected structures per workload, validity, and user rules."""
+from __future__ import annotations
+
+import pytest
+
+import ansor
+from compute.ops import workloads as W
+from sketch.lower import lower
+from sketch.sketch_rules import (DEFAULT_RULES, ConditionKind, RuleSkipStage, SketchRule,
+                                 generate_sketches)
+from tests.util import assert_matches_reference
+from tests.workloads import CASES
+
+
+def _tags(state):
+    return [s.to_json()[0] for s in state.steps]
+
+
+def _tiled_order(state, stage):
+    return [it.name for it in state[stage].leaf_iters]
+
+
+def test_gemm_gives_tiled_and_cache_write_sketches():
+    sketches = generate_sketches(ansor.ComputeDAG(W.matmul(64, 48, 40)))
+    assert len(sketches) == 3
+    plain = [s for s in sketches if "CHW" not in _tags(s)]
+    cached = [s for s in sketches if "CHW" in _tags(s)]
+    assert len(plain) == 1 and len(cached) == 2
+    assert _tiled_order(plain[0], "matmul") == [
+        "i.0", "j.0", "i.1", "j.1", "k.0", "i.2", "j.2", "k.1", "i.3", "j.3"]
+    levels = set()
+    for s in cached:
+        local = s["matmul.local"]
+        assert local.compute_at == "iter" and local.attach[0] == s.stage_index("matmul")
+        levels.add(s["matmul"].iters[local.attach[1]].name)
+    assert levels == {"j.0", "j.1"}  # fused at tile level 1 and level 2
+
+
+def test_gemm_relu_fuses_the_gemm_into_the_relu():
+    sketches = generate_sketches(ansor.ComputeDAG(W.matmul_relu(64, 48, 40)))
+    assert len(sketches) == 2
+    for s in sketches:
+        assert "CHW" not in _tags(s)
+        assert s["matmul"].compute_at == "iter" and s["matmul"].attach[0] == s.stage_index("relu")
+
+
+def test_conv2d_bias_relu_inlines_bias_and_fuses_conv():
+    sketches = generate_sketches(ansor.ComputeDAG(W.conv2d_bias_relu(1, 8, 8, 16, 16, 3, 3, 1, 1)))
+    assert len(sketches) == 2
+    for s in sketches:
+        assert s["bias_add"].compute_at == "inline"
+        assert s["conv2d_nhwc"].attach[0] == s.stage_index("relu")
+        assert len(s["conv2d_nhwc"].leaf_iters) == 4 * 4 + 3 * 2  # n h w co x4, rh rw rc x2
+        assert s["conv2d_nhwc_pad"].compute_at == "root"  # not strictly inlineable: placed later
+
+
+@pytest.mark.parametrize("wl", [W.softmax(8, 24), W.layer_norm(8, 24)], ids=["softmax", "layer_norm"])
+def test_small_spatial_reductions_get_rfactor_variants(wl):
+    sketches = generate_sketches(ansor.ComputeDAG(wl), num_cores=2)
+    assert any("RF" in _tags(s) for s in sketches)
+    assert any(any(st.name.endswith(".rf") for st in s.stages) for s in sketches)
+
+
+def test_sketches_print_their_loop_structure():
+    text = str(generate_sketches(ansor.ComputeDAG(W.matmul(64, 48, 40)))[0])
+    assert "k.0" in text and "matmul.local = ..." in text
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_every_sketch_of_every_op_builds_and_matches_reference(case):
+    dag = ansor.ComputeDAG(case.make())
+    sketches = generate_sketches(dag, num_cores=2, max_sketches=8)
+    assert sketches
+    for s in sketches[:4]:
+        lower(s)
+        assert_matches_reference(ansor.build(s), dag, case.make_inputs(0), case.rtol, case.atol,
+                                 f"{case.id} sketch {_tags(s)}")
+
+
+def test_user_rule_can_be_added():
+    class InlineNothingButMark(SketchRule):
+        name = "mark_parallel"
+
+        def meet_condition(self, ctx, state, sid):
+            return ConditionKind.APPLY_AND_SKIP_REST if state.stages[sid].name == "relu" \
+                else ConditionKind.SKIP
+
+        def apply(self, ctx, state, sid):
+            return [(state.parallel(sid, 0), sid - 1)]
+
+    rules = [InlineNothingButMark()] + list(DEFAULT_RULES)
+    sketches = generate_sketches(ansor.ComputeDAG(W.matmul_relu(64, 48, 40)), rules=rules)
+    assert sketches and all(s["relu"].leaf_iters[0].annotation == "parallel" for s in sketches)
+
+
+def test_a_rule_that_never_moves_on_is_reported_not_looped_forever():
+    class Stuck(SketchRule):
+        name = "stuck"
+
+        def meet_condition(self, ctx, state, sid):
+            return ConditionKind.APPLY_AND_SKIP_REST
+
+        def apply(self, ctx, state, sid):
+            return [(state, sid)]
+
+    with pytest.raises(RuntimeError, match="stuck"):
+        generate_sketches(ansor.ComputeDAG(W.matmul(8, 8, 8)), rules=[Stuck()])
