@@ -369,7 +369,18 @@ def iterator_extents(stage: Stage, root_extents: Sequence[int]) -> list[int]:
     ext[: len(root_extents)] = list(root_extents)
     for rel in stage.relations:
         if isinstance(rel, SplitRel):
-            for c, e in zip(rel.children, split_extents(ext[rel.parent], rel.lengths, rel.inner_to_outer)):
+            parent = ext[rel.parent]
+            parts = split_extents(parent, rel.lengths, rel.inner_to_outer)
+            # A region smaller than the split's tile (a stage computed at its consumer's tile)
+            # needs only ceil(parent / stride) values of each part: the parts outside collapse
+            # to 1 and the tile is not recomputed under guards. Every value < parent keeps its
+            # digits inside the clamped extents, so the mixed-radix mapping stays exact.
+            for k in range(len(parts)):
+                stride = 1
+                for e in parts[k + 1:]:
+                    stride *= e
+                parts[k] = min(parts[k], -(-parent // stride))
+            for c, e in zip(rel.children, parts):
                 ext[c] = e
         else:
             p = 1

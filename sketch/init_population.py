@@ -1,0 +1,508 @@
+"""Random annotation: turn sketches into complete, valid schedules (the search's initial population).
+
+A sketch fixes a schedule's structure but leaves its numbers open. Each function here decides one
+kind of number or annotation at random, State -> State, in Ansor's CPU order:
+
+1. ``fill_tile_sizes``: every placeholder split gets a factorisation of its extent drawn uniformly
+   from all factorisations whose innermost factor is at most ``max_innermost_split_factor``;
+2. ``change_compute_location``: each movable stage goes to root, inline or a consumer's loop;
+3. ``annotate_parallel``: outer spatial loops of root stages are fused until they give every core
+   enough work, then marked parallel;
+4. ``annotate_auto_unroll``: stages with reductions get an ``auto_unroll_max_step`` pragma;
+5. ``annotate_vectorize``: innermost spatial loops are fused up to the vector width and vectorized.
+
+``sample_initial_population`` runs that pipeline on random sketches and keeps distinct states that
+replay and lower. Lowering is the expensive part of that check, and whether it succeeds depends on
+the schedule's structure (nested parallel loops, a stage attached where a reader runs outside the
+loop), not on split lengths or unroll values, so ``lowers_cached`` remembers the answer per
+structure (``structure_key``); the candidates the search returns are still lowered for real
+(``lowers``), so a length that ever did matter could not slip through.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import weakref
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+from compute import expr as E
+from compute.compute_dag import ComputeDAG
+from compute.tensor import ComputeOp
+
+from .loop_state import InvalidStepError, SplitRel, Stage, State
+from .lower import lower
+from .transform_steps import AnnotationStep, FuseStep, PragmaStep, SplitStep, Step
+
+if TYPE_CHECKING:
+    from .search_policy import SearchParams
+
+logger = logging.getLogger("ansor.search")
+
+UNROLL_PRAGMA = "auto_unroll_max_step$"
+
+
+def _default_params(params: "SearchParams | None") -> "SearchParams":
+    if params is not None:
+        return params
+    from .search_policy import SearchParams  # search_policy imports this module
+
+    return SearchParams()
+
+
+# ---- replay --------------------------------------------------------------------------------------
+
+# Every state this module builds carries, in its cache under TRACE, the states just before each of
+# its splits (step index -> state). A mutation edits one split (or a later step) and keeps every
+# step before it, so the child is replayed from the parent's state before that split instead of
+# from scratch: cache_write, inlining and the earlier splits are not redone. States are immutable
+# and share their stages, so a trace costs little and goes away with the population.
+TRACE = "search.trace"
+
+
+def _run(state: State, steps: Sequence[Step], start: int, trace: dict[int, State],
+         choose: "Callable[[int, SplitStep], tuple[int, ...]] | None" = None) -> State:
+    """Apply ``steps[start:]`` to ``state`` (which holds ``steps[:start]``), recording the trace.
+
+    Every SplitStep's recorded ``extent`` is set to the extent the split really sees: a change
+    upstream (an rfactor split's lengths decide the factored stage's extents) can alter it, and
+    the canonical key and the next mutation must see the true value. ``choose(extent, step)``
+    gives the lengths of placeholder splits (tile-size filling)."""
+    for i in range(start, len(steps)):
+        step = steps[i]
+        if isinstance(step, SplitStep):
+            trace[i] = state
+            ext = _leaf_extent(state, step.stage_id, step.iter_id)
+            lengths = choose(ext, step) if choose is not None and is_placeholder_split(step) \
+                else step.lengths
+            if ext != step.extent or lengths != step.lengths:
+                step = SplitStep(step.stage_id, step.iter_id, ext, lengths, step.inner_to_outer)
+        state = step.apply(state)
+    state._cache[TRACE] = trace
+    return state
+
+
+def replay_steps(dag: ComputeDAG, steps: Iterable[Step], base: State | None = None) -> State:
+    """Apply ``steps`` to ``base`` (default: the DAG's initial state); raises InvalidStepError.
+
+    Unlike ``transform_steps.replay`` it keeps split extents true (see ``_run``) and records the
+    trace that lets mutations of the result replay only what they change."""
+    steps = tuple(steps)
+    if base is None:
+        return _run(State.initial(dag), steps, 0, {})
+    return _run(base, base.steps + steps, len(base.steps), dict(base._cache.get(TRACE, {})))
+
+
+def replay_edited(parent: State, index: int, steps: Sequence[Step]) -> State:
+    """Replay ``steps``, whose first ``index`` steps are ``parent``'s, starting from the parent's
+    recorded state before its last split at or before ``index`` (from scratch without one)."""
+    steps = tuple(steps)
+    trace = parent._cache.get(TRACE) or {}
+    at = max((j for j in trace if j <= index), default=None)
+    if at is None:
+        return _run(State.initial(parent.dag), steps, 0, {})
+    return _run(trace[at], steps, at, {j: s for j, s in trace.items() if j <= at})
+
+
+def carry_trace(src: State, dst: State) -> State:
+    """``dst`` extends ``src`` by more steps: ``src``'s trace is valid for it too."""
+    trace = src._cache.get(TRACE)
+    if trace is not None and dst is not src:
+        dst._cache[TRACE] = trace
+    return dst
+
+
+def _leaf_extent(state: State, sid: int, pos: int) -> int:
+    if not 0 <= sid < len(state.stages):
+        raise InvalidStepError(f"stage index {sid} out of range")
+    st = state.stages[sid]
+    if not 0 <= pos < len(st.leaves):
+        raise InvalidStepError(f"stage {st.name} has no loop at position {pos}")
+    return st.iters[st.leaves[pos]].extent
+
+
+# ---- validity -----------------------------------------------------------------------------------
+
+def structure_key(state: State) -> tuple:
+    """The state's steps with split lengths and pragma values left out: states with equal keys
+    have the same stages, loops, attachments and annotations, only different numbers."""
+    key = state._cache.get("search.structure")
+    if key is None:
+        parts: list[Any] = []
+        for s in state.steps:
+            if isinstance(s, SplitStep):
+                parts.append(("SP", s.stage_id, s.iter_id, len(s.lengths), s.inner_to_outer))
+            elif isinstance(s, PragmaStep):
+                parts.append(("PR", s.stage_id, s.iter_id, s.pragma_type.split("$", 1)[0]))
+            else:
+                parts.append(s)  # frozen dataclass: hashable, compares by value
+        key = tuple(parts)
+        state._cache["search.structure"] = key
+    return key
+
+
+# Per DAG (weakly held, so a finished task's table goes with its DAG): structure key -> lowers?
+_STRUCTURE_LOWERS: "weakref.WeakKeyDictionary[ComputeDAG, dict[tuple, bool]]" = \
+    weakref.WeakKeyDictionary()
+_warned_errors: set[str] = set()
+
+
+def _try_lower(state: State) -> bool:
+    try:
+        lower(state)
+        return True
+    except InvalidStepError as e:
+        logger.debug("state does not lower: %s", e)
+        return False
+    except Exception as e:  # noqa: BLE001 - a lowering bug must cost one candidate, not the run
+        kind = type(e).__name__
+        if kind not in _warned_errors:
+            _warned_errors.add(kind)
+            logger.warning("lowering raised %s (%s); such candidates are discarded", kind, e)
+        return False
+
+
+def lowers(state: State) -> bool:
+    """Does ``state`` lower? Checked for real (once per state object)."""
+    ok = state._cache.get("search.lowers")
+    if ok is None:
+        ok = _try_lower(state)
+        state._cache["search.lowers"] = ok
+    return ok
+
+
+def lowers_cached(state: State) -> bool:
+    """Does ``state`` lower, answered once per (DAG, structure): a fast filter for the population.
+
+    Lowering fails only for structural reasons (nested parallel loops, a stage attached where one
+    of its readers runs outside the loop, ...), never because of a split length; the returned
+    candidates are still checked with ``lowers`` in case some length ever matters.
+    """
+    ok = state._cache.get("search.lowers")
+    if ok is not None:
+        return ok
+    table = _STRUCTURE_LOWERS.get(state.dag)
+    if table is None:
+        table = _STRUCTURE_LOWERS[state.dag] = {}
+    key = structure_key(state)
+    ok = table.get(key)
+    if ok is None:
+        ok = table[key] = lowers(state)
+    return ok
+
+
+# ---- stage facts --------------------------------------------------------------------------------
+
+def is_compute(stage: Stage) -> bool:
+    return isinstance(stage.op, ComputeOp) and stage.compute_at != "inline"
+
+
+def is_tiled(stage: Stage) -> bool:
+    """Split by the sketch (multi-level tiling, a followed split, rfactor): its loop structure
+    and location belong to the sketch."""
+    return any(isinstance(r, SplitRel) for r in stage.relations)
+
+
+def has_reduce(stage: Stage) -> bool:
+    return isinstance(stage.op, ComputeOp) and isinstance(stage.op.body, E.Reduce)
+
+
+def needs_tiling(state: State, stage: Stage) -> bool:
+    info = state.dag.info.get(stage.origin) if stage.origin is not None else None
+    return bool(info is not None and info.needs_multi_level_tiling)
+
+
+def attached_iters(state: State, sid: int) -> set[int]:
+    """Persistent ids of the loops of stage ``sid`` that have other stages computed at them."""
+    return {s.attach[1] for s in state.stages
+            if s.compute_at == "iter" and s.attach is not None and s.attach[0] == sid}
+
+
+def is_placeholder_split(step: Step) -> bool:
+    """A sketch's split whose lengths are still to be chosen (all lengths 1)."""
+    return isinstance(step, SplitStep) and all(x == 1 for x in step.lengths)
+
+
+# ---- 1. tile sizes ------------------------------------------------------------------------------
+
+@lru_cache(maxsize=1024)
+def divisors(n: int) -> tuple[int, ...]:
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return tuple(sorted(set(small + [n // d for d in small])))
+
+
+@lru_cache(maxsize=1024)
+def factorizations(extent: int, n_parts: int, max_innermost: int) -> tuple[tuple[int, ...], ...]:
+    """Every ordered tuple of ``n_parts`` positive integers (outermost first) whose product is
+    ``extent`` and whose last (innermost) entry is at most ``max_innermost``.
+
+    Memoised: the tables are small (a 1024 extent in 4 parts has 286 tuples) and shared by every
+    split of the same extent in the whole search."""
+    if n_parts == 1:
+        return ((extent,),) if extent <= max_innermost else ()
+    out: list[tuple[int, ...]] = []
+    for d in divisors(extent):
+        for rest in factorizations(extent // d, n_parts - 1, max_innermost):
+            out.append((d,) + rest)
+    return tuple(out)
+
+
+def sample_split_lengths(extent: int, n_lengths: int, inner_to_outer: bool, max_innermost: int,
+                         rng: random.Random) -> tuple[int, ...]:
+    """Lengths for a split of ``extent`` into ``n_lengths + 1`` parts, uniform over all exact
+    factorisations (drawing level by level instead would favour some shapes over others)."""
+    options = factorizations(extent, n_lengths + 1, max(1, max_innermost))
+    if not options:  # cannot happen with max_innermost >= 1 (all-outer is always allowed)
+        raise InvalidStepError(f"no factorisation of {extent} with innermost <= {max_innermost}")
+    parts = options[rng.randrange(len(options))]
+    return parts[1:] if inner_to_outer else parts[:-1]
+
+
+def fill_tile_sizes(state: State, rng: random.Random, params: "SearchParams | None" = None) -> State:
+    """Choose the lengths of every placeholder split and replay (follow-splits follow)."""
+    params = _default_params(params)
+    steps = state.steps
+    if not any(is_placeholder_split(s) for s in steps):
+        return state
+    cap = params.max_innermost_split_factor
+    first = next(i for i, s in enumerate(steps) if isinstance(s, SplitStep))
+    # Everything before the first split is the same for every sample of this sketch.
+    cur = state._cache.get(("search.before_split", first))
+    if cur is None:
+        cur = state._cache[("search.before_split", first)] = replay_steps(state.dag, steps[:first])
+
+    def choose(extent: int, step: SplitStep) -> tuple[int, ...]:
+        return sample_split_lengths(extent, len(step.lengths), step.inner_to_outer, cap, rng)
+
+    return _run(cur, steps, first, {}, choose)
+
+
+# ---- 2. compute location ------------------------------------------------------------------------
+
+def compute_at_candidates(state: State, target: int) -> list[tuple[int, int]]:
+    """(stage, loop position) pairs where a producer read only by ``target`` may be computed:
+    the target's spatial loops outside its reductions, and when the target is itself computed
+    at another stage, that stage's loops down to the attach point. Extent-1 loops are skipped
+    (same as the loop outside them)."""
+    out: list[tuple[int, int]] = []
+    st = state.stages[target]
+    for pos, lid in enumerate(st.leaves):
+        it = st.iters[lid]
+        if it.kind == "reduce":
+            break
+        if it.extent > 1:
+            out.append((target, pos))
+    if st.compute_at == "iter" and st.attach is not None:
+        host, host_iter = st.attach
+        hs = state.stages[host]
+        for pos, lid in enumerate(hs.leaves):
+            it = hs.iters[lid]
+            if it.kind == "reduce":
+                break
+            if it.extent > 1:
+                out.append((host, pos))
+            if lid == host_iter:
+                break
+    return out
+
+
+def change_compute_location(state: State, rng: random.Random,
+                            params: "SearchParams | None" = None) -> State:
+    """For each stage the sketch left at root untiled (padding, softmax parts, ...), last to
+    first: keep it at root, inline it (if it has no reduction) or compute it at a loop of its
+    single consumer, uniformly. A choice that does not apply leaves the stage where it is."""
+    for sid in reversed(range(len(state.stages))):
+        st = state.stages[sid]
+        if not is_compute(st) or st.compute_at != "root" or is_tiled(st) or needs_tiling(state, st):
+            continue
+        consumers = state.effective_consumers(sid)
+        if not consumers:
+            continue  # an output
+        options: list[Any] = ["root"]
+        if not has_reduce(st):
+            options.append("inline")
+        if len(consumers) == 1:
+            options.extend(compute_at_candidates(state, consumers[0]))
+        choice = options[rng.randrange(len(options))]
+        if choice == "root":
+            continue
+        try:
+            if choice == "inline":
+                state = state.compute_inline(sid)
+            else:
+                state = state.compute_at(sid, choice[0], choice[1])
+        except InvalidStepError:
+            continue
+    return state
+
+
+# ---- 3. parallel --------------------------------------------------------------------------------
+
+def parallel_prefix(stage: Stage, start: int, attached: set[int], target: int) -> int:
+    """How many loops from position ``start`` to fuse for parallelism: consecutive unannotated
+    spatial loops until their product reaches ``target``, never past a reduction and never past a
+    loop with stages computed at it (fusing beyond it would move them to a finer loop)."""
+    n, prod = 0, 1
+    for lid in stage.leaves[start:]:
+        it = stage.iters[lid]
+        if it.kind == "reduce" or it.annotation != "none":
+            break
+        n += 1
+        prod *= it.extent
+        if prod >= target or lid in attached:
+            break
+    return n
+
+
+def annotate_parallel(state: State, rng: random.Random, params: "SearchParams | None" = None) -> State:
+    """Fuse the outer spatial loops of every root stage until there are at least
+    ``cores * parallel_extent_per_core`` iterations (or no more loops) and mark them parallel.
+    Only root stages: a stage computed inside another's loop would nest parallel regions."""
+    params = _default_params(params)
+    target = params.cores() * params.parallel_extent_per_core
+    for sid, st in enumerate(state.stages):
+        if not is_compute(st) or st.compute_at != "root":
+            continue
+        if any(it.annotation == "parallel" for it in st.leaf_iters):
+            continue
+        n = parallel_prefix(st, 0, attached_iters(state, sid), target)
+        prod = 1
+        for lid in st.leaves[:n]:
+            prod *= st.iters[lid].extent
+        if n == 0 or prod == 1:
+            continue
+        if n > 1:
+            state = FuseStep(sid, tuple(range(n))).apply(state)
+        state = AnnotationStep(sid, 0, "parallel").apply(state)
+    return state
+
+
+# ---- 4. auto-unroll -----------------------------------------------------------------------------
+
+def annotate_auto_unroll(state: State, rng: random.Random,
+                         params: "SearchParams | None" = None) -> State:
+    """A random ``auto_unroll_max_step`` from ``auto_unroll_steps`` on each stage with a
+    reduction loop (the tiled compute stages): unrolling the small inner tile loops is what lets
+    the register tile stay in registers. The pragma is recorded even for 0 so that mutation can
+    change it."""
+    params = _default_params(params)
+    for sid, st in enumerate(state.stages):
+        if not is_compute(st) or st.auto_unroll_max_step:
+            continue
+        if not any(st.iters[lid].kind == "reduce" for lid in st.leaves):
+            continue
+        value = params.auto_unroll_steps[rng.randrange(len(params.auto_unroll_steps))]
+        state = PragmaStep(sid, 0, f"{UNROLL_PRAGMA}{value}").apply(state)
+    return state
+
+
+# ---- 5. vectorize -------------------------------------------------------------------------------
+
+def annotate_vectorize(state: State, rng: random.Random, params: "SearchParams | None" = None) -> State:
+    """Fuse a random number of the innermost spatial loops, keeping the product within the
+    vector width, and vectorize the result; every non-inlined stage (accumulators, copy and
+    consumer stages alike).
+
+    Stops at a reduction, an annotated loop or a loop with stages computed at it. In a tiled
+    stage only the innermost loop qualifies: the next one out walks a different row, so fusing
+    it would give strided, not contiguous, vector accesses."""
+    params = _default_params(params)
+    cap = params.vector_width()
+    for sid, st in enumerate(state.stages):
+        if not is_compute(st) or any(it.annotation == "vectorize" for it in st.leaf_iters):
+            continue
+        attached = attached_iters(state, sid)
+        tiled = is_tiled(st)
+        m, prod = 0, 1
+        for lid in reversed(st.leaves):
+            it = st.iters[lid]
+            if lid in attached or it.kind == "reduce" or it.annotation != "none":
+                break
+            if prod * it.extent > cap:
+                break
+            prod *= it.extent
+            m += 1
+            if tiled:
+                break
+        if m == 0:
+            continue
+        k = rng.randint(1, m)
+        n_leaves = len(st.leaves)
+        first = n_leaves - k
+        width = 1
+        for lid in st.leaves[first:]:
+            width *= st.iters[lid].extent
+        if width == 1:
+            continue  # one lane: nothing to vectorize
+        if k > 1:
+            state = FuseStep(sid, tuple(range(first, n_leaves))).apply(state)
+        state = AnnotationStep(sid, first, "vectorize").apply(state)
+    return state
+
+
+# ---- the pipeline -------------------------------------------------------------------------------
+
+AFTER_FILL = (change_compute_location, annotate_parallel, annotate_auto_unroll, annotate_vectorize)
+ANNOTATION_PIPELINE = (fill_tile_sizes,) + AFTER_FILL
+
+
+def sample_state(sketch: State, rng: random.Random, params: "SearchParams | None" = None) -> State:
+    """One random complete schedule from ``sketch``; raises InvalidStepError if a step does not
+    apply (the caller discards the sample). Lowering is not checked here."""
+    params = _default_params(params)
+    filled = fill_tile_sizes(sketch, rng, params)
+    state = filled
+    for fn in AFTER_FILL:
+        state = fn(state, rng, params)
+    return carry_trace(filled, state)
+
+
+def sample_initial_population(sketches: Sequence[State], n: int, rng: random.Random,
+                              params: "SearchParams | None" = None,
+                              stats: dict | None = None) -> list[State]:
+    """Up to ``n`` distinct valid states, from sketches chosen uniformly at random.
+
+    Samples that fail to replay or lower, and duplicates, are discarded. Sampling stops after
+    ``init_max_attempts_factor * n`` attempts (small workloads have few distinct schedules); if
+    fewer than ``init_min_population`` valid states were found by then it keeps going, up to four
+    times as long. ``stats`` (if given) receives ``attempts``, ``invalid`` and ``duplicates``.
+    """
+    params = _default_params(params)
+    out: list[State] = []
+    seen: set[str] = set()
+    attempts = invalid = dups = 0
+    if not sketches or n <= 0:
+        if stats is not None:
+            stats.update(attempts=0, invalid=0, duplicates=0)
+        return out
+    budget = max(1, params.init_max_attempts_factor * n)
+    floor = min(n, params.init_min_population)
+    while len(out) < n:
+        if attempts >= budget and (len(out) >= floor or attempts >= 4 * budget):
+            break
+        attempts += 1
+        sketch = sketches[rng.randrange(len(sketches))]
+        try:
+            state = sample_state(sketch, rng, params)
+        except InvalidStepError as e:
+            invalid += 1
+            logger.debug("discarded a sample: %s", e)
+            continue
+        if not lowers_cached(state):
+            invalid += 1
+            continue
+        key = state.canonical_key()
+        if key in seen:
+            dups += 1
+            continue
+        seen.add(key)
+        out.append(state)
+    if len(out) < floor:
+        # Mostly duplicates: the schedule space is just small (a tiny elementwise op). Mostly
+        # invalid samples would point at the sketches or at lowering, and deserve a warning.
+        (logger.warning if invalid > dups else logger.debug)(
+            "only %d valid distinct initial states after %d attempts (%d invalid, %d duplicates)",
+            len(out), attempts, invalid, dups)
+    if stats is not None:
+        stats.update(attempts=attempts, invalid=invalid, duplicates=dups)
+    return out

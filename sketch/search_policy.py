@@ -1,0 +1,306 @@
+"""The sketch search policy: which candidate programs to measure next, for one task.
+
+Each round (``generate_measure_candidates``) follows Ansor: sample a population of complete
+schedules from the task's sketches by random annotation, add the best programs measured so far,
+evolve the population for a few generations under the cost model (parents drawn in proportion to
+their predicted score, children made by mutation), and hand back the model's favourites that have
+not been measured yet, with a small random share (epsilon-greedy) so that a wrong model cannot
+lock the search out of unexplored regions.
+
+Every knob is in ``SearchParams``; the defaults are the published Ansor CPU parameters.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .init_population import lowers, lowers_cached, replay_steps, sample_initial_population
+from .loop_state import InvalidStepError, State
+from .mutation import mutate
+
+logger = logging.getLogger("ansor.search")
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Every parameter of the sketch search, with Ansor's published CPU defaults.
+
+    One deliberate departure: a vectorized loop may span ``max_vector_registers`` = 2 registers
+    (32 float32 lanes with AVX-512) where Ansor caps the fused vector loop at one register's
+    16 lanes. An 8 x 32 register tile with 2 zmm per row is what the fastest hand schedules use
+    here, and in a short random-model GEMM 512 search the 32-lane cap gave better candidates
+    (90th percentile 137 vs 96 GFLOPS); set it to 1 for Ansor's behaviour.
+
+    Frozen: derive variants with ``dataclasses.replace``.
+    """
+
+    # -- evolutionary search --
+    population_size: int = 2048  # states per generation (MetaSchedule uses 512)
+    num_generations: int = 4  # rounds of selection + mutation after the initial population
+    mutation_prob: float = 0.85  # chance a selected parent is mutated (else copied unchanged)
+    eps_greedy: float = 0.05  # share of each batch of candidates drawn at random, not by the model
+    use_measured_ratio: float = 0.2  # share of the initial population taken from the best measured
+    candidate_pool_factor: int = 2  # the evolution keeps num * this best states to choose from
+    evolution_max_attempts_factor: int = 3  # per generation: at most population * this selections
+    # -- initial population --
+    init_min_population: int = 50  # keep sampling (longer) until at least this many valid states
+    init_max_attempts_factor: int = 4  # sampling gives up after population * this attempts
+    # -- random annotation --
+    max_innermost_split_factor: int = 64  # largest innermost tile factor
+    max_vector_lanes: int | None = None  # SIMD lanes of one register; None = vector_bits() // 32
+    max_vector_registers: int = 2  # a vectorized loop may span this many registers (8x32 tiles: 2 zmm)
+    auto_unroll_steps: tuple[int, ...] = (0, 16, 64, 512)  # auto_unroll_max_step choices
+    parallel_extent_per_core: int = 16  # fuse parallel loops until cores * this iterations
+    num_cores: int | None = None  # cores to feed; None = measure.runtime.num_threads()
+    # -- mutation weights (relative; a kind with nothing to act on is skipped) --
+    mutate_tile_size_weight: float = 0.90  # move a factor between two levels of a split
+    mutate_compute_location_weight: float = 0.05  # move an untiled stage's compute_at
+    mutate_auto_unroll_weight: float = 0.04  # change an auto_unroll_max_step value
+    mutate_parallel_weight: float = 0.01  # fuse more / fewer outer loops for parallel
+
+    def __post_init__(self) -> None:
+        if self.population_size < 1 or self.num_generations < 0:
+            raise ValueError("population_size must be >= 1 and num_generations >= 0")
+        for name in ("mutation_prob", "eps_greedy", "use_measured_ratio"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"SearchParams.{name} must be in [0, 1], got {v}")
+        if self.max_innermost_split_factor < 1 or not self.auto_unroll_steps:
+            raise ValueError("max_innermost_split_factor must be >= 1 and auto_unroll_steps non-empty")
+        if min(self.candidate_pool_factor, self.evolution_max_attempts_factor,
+               self.init_max_attempts_factor, self.max_vector_registers) < 1:
+            raise ValueError("SearchParams factors and max_vector_registers must be >= 1")
+
+    def vector_width(self) -> int:
+        """Widest vectorized loop (float32 lanes): lanes per register x registers."""
+        lanes = self.max_vector_lanes
+        if lanes is None:
+            from measure.target import vector_bits  # LLVM starts only when this is needed
+
+            lanes = vector_bits() // 32
+        return max(1, lanes * self.max_vector_registers)
+
+    def cores(self) -> int:
+        """Cores the parallel annotation feeds."""
+        if self.num_cores is not None:
+            return max(1, self.num_cores)
+        from measure.runtime import num_threads
+
+        return num_threads()
+
+
+def _default_sketches(task: Any) -> list[State]:
+    try:
+        from .sketch_rules import generate_sketches
+    except ImportError as e:  # the rules module is optional until it lands
+        raise RuntimeError("sketch.sketch_rules is not available; pass sketches= explicitly") from e
+    return list(generate_sketches(task.compute_dag))
+
+
+class SketchPolicy:
+    """The Ansor search for one task.
+
+    ``task``: anything with ``compute_dag`` and ``workload_key`` (a SearchTask). ``cost_model``:
+    a ``CostModel`` (``predict(task, states)``: higher is faster). ``sketches``: the task's
+    sketches (default: ``sketch.sketch_rules.generate_sketches``). ``seed`` makes a round
+    reproducible given the same model scores.
+    """
+
+    def __init__(self, task: Any, cost_model: Any, params: SearchParams | None = None,
+                 seed: int | None = None, verbose: int = 0,
+                 sketches: Sequence[State] | None = None):
+        self.task = task
+        self.cost_model = cost_model
+        self.params = params if params is not None else SearchParams()
+        self.verbose = verbose
+        self.rng = random.Random(seed)
+        self.sketches: list[State] = list(sketches) if sketches is not None else _default_sketches(task)
+        if not self.sketches:
+            raise ValueError(f"no sketch for task {getattr(task, 'workload_key', task)!r}")
+        self.last_round_stats: dict[str, Any] = {}
+        self._evo_stats: dict[str, Any] = {}
+
+    def _log(self, msg: str, *args: Any) -> None:
+        (logger.info if self.verbose else logger.debug)(msg, *args)
+
+    # ---- sampling ----------------------------------------------------------------------------
+    def sample_initial_population(self, n: int, stats: dict | None = None) -> list[State]:
+        """Up to ``n`` distinct valid states drawn by random annotation of the sketches."""
+        return sample_initial_population(self.sketches, n, self.rng, self.params, stats)
+
+    # ---- evolution -----------------------------------------------------------------------------
+    def _predict(self, states: Sequence[State]) -> tuple[np.ndarray, np.ndarray]:
+        """Scores (finite) and a mask of the states the model rejected (NaN or -inf score: a
+        model that cannot featurise a program says so that way)."""
+        if not states:
+            return np.zeros(0), np.zeros(0, dtype=bool)
+        raw = np.asarray(self.cost_model.predict(self.task, list(states)), dtype=float)
+        if raw.shape != (len(states),):
+            raise ValueError(f"cost model returned {raw.shape} scores for {len(states)} states")
+        rejected = np.isnan(raw) | np.isneginf(raw)
+        scores = np.where(rejected, 0.0, np.clip(raw, -1e300, 1e300))
+        return scores, rejected
+
+    def evolutionary_search(self, init_population: Sequence[State], out_size: int,
+                            exclude_keys: set[str] | frozenset[str] = frozenset()) -> list[State]:
+        """Evolve ``init_population`` and return the ``out_size`` best states seen (by model score,
+        best first), leaving out any whose canonical key is in ``exclude_keys``.
+
+        Each generation is scored with one batched ``predict``; parents are drawn with
+        probability proportional to max(score, 0) (uniformly if all are 0), mutated with
+        ``mutation_prob`` (else copied), and children are deduplicated.
+        """
+        p = self.params
+        rng = self.rng
+        pop: list[State] = []
+        seen: set[str] = set()
+        for s in init_population:
+            k = s.canonical_key()
+            if k not in seen:
+                seen.add(k)
+                pop.append(s)
+        best: dict[str, tuple[float, State]] = {}
+        invalid = mutated = 0
+        kinds: dict[str, int] = {}
+        for gen in range(p.num_generations + 1):
+            if not pop:
+                break
+            scores, rejected = self._predict(pop)
+            for s, sc, bad in zip(pop, scores, rejected):
+                k = s.canonical_key()
+                if bad:
+                    best.pop(k, None)
+                elif k not in exclude_keys:
+                    best[k] = (float(sc), s)
+            if gen == p.num_generations:
+                break
+            weights = np.maximum(scores, 0.0)
+            if weights.sum() <= 0:  # no preference: uniform over the states the model accepts
+                weights = (~rejected).astype(float) if not rejected.all() else np.ones(len(pop))
+            cum = np.cumsum(weights).tolist()
+            nxt: list[State] = []
+            seen = set()
+            budget = p.population_size * p.evolution_max_attempts_factor
+            attempts = 0
+            while len(nxt) < p.population_size and attempts < budget:
+                batch = min(budget - attempts, 2 * (p.population_size - len(nxt)))
+                parents = rng.choices(pop, cum_weights=cum, k=batch)
+                for parent in parents:
+                    attempts += 1
+                    if rng.random() < p.mutation_prob:
+                        try:
+                            child, kind = mutate(parent, rng, p)
+                        except InvalidStepError:
+                            invalid += 1
+                            continue
+                        if not lowers_cached(child):
+                            invalid += 1
+                            continue
+                        mutated += 1
+                        kinds[kind] = kinds.get(kind, 0) + 1
+                    else:
+                        child = parent
+                    k = child.canonical_key()
+                    if k in seen:
+                        continue
+                    seen.add(k)
+                    nxt.append(child)
+                    if len(nxt) >= p.population_size:
+                        break
+            self._log("generation %d: %d children of %d parents (best parent score %.4g)",
+                      gen + 1, len(nxt), len(pop), float(scores.max()))
+            pop = nxt
+        self._evo_stats = {"invalid": invalid, "mutated": mutated, "mutations": kinds}
+        ranked = sorted(best.values(), key=lambda t: -t[0])
+        return [s for _, s in ranked[:out_size]]
+
+    # ---- the tuner's entry point -------------------------------------------------------------
+    def _reseed(self, best_states: Sequence[State], n: int) -> list[State]:
+        """The first ``n`` of ``best_states`` that replay on this task's DAG (records may come
+        from another process, whose DAG objects are not ours)."""
+        out: list[State] = []
+        dag = self.task.compute_dag
+        for s in best_states:
+            if len(out) >= n:
+                break
+            try:
+                r = s if s.dag is dag else replay_steps(dag, s.steps)
+            except InvalidStepError as e:
+                logger.debug("a measured state does not replay on this task: %s", e)
+                continue
+            if lowers_cached(r):
+                out.append(r)
+        return out
+
+    def generate_measure_candidates(self, num: int, measured_keys: set[str] | frozenset[str],
+                                    best_states: Sequence[State]) -> list[State]:
+        """Up to ``num`` distinct states to measure next, none of whose canonical keys is in
+        ``measured_keys``, each of which lowers.
+
+        ``best_states``: the best measured states of this task, best first; the first
+        ``use_measured_ratio * population_size`` of them join the initial population, so the
+        evolution refines what is known to be fast. The result lists the model's best after
+        evolution first, then ``int(eps_greedy * num)`` random initial samples (epsilon-greedy;
+        more if the model's list runs short, fewer if unmeasured random ones run out).
+        """
+        p = self.params
+        t0 = time.perf_counter()
+        n_seed = min(len(best_states), int(p.use_measured_ratio * p.population_size))
+        seeds = self._reseed(best_states, n_seed)
+        sample_stats: dict = {}
+        fresh = self.sample_initial_population(p.population_size - len(seeds), sample_stats)
+        t1 = time.perf_counter()
+        ranked = self.evolutionary_search(fresh + seeds, num * p.candidate_pool_factor, measured_keys)
+        t2 = time.perf_counter()
+
+        n_random = min(num, int(p.eps_greedy * num))
+        taken: set[str] = set()
+        lowering_failed = 0
+
+        def take(pool: Sequence[State], limit: int, into: list[State]) -> None:
+            nonlocal lowering_failed
+            for s in pool:
+                if len(into) >= limit:
+                    return
+                k = s.canonical_key()
+                if k in measured_keys or k in taken:
+                    continue
+                if not lowers(s):
+                    lowering_failed += 1
+                    continue
+                taken.add(k)
+                into.append(s)
+
+        best: list[State] = []
+        take(ranked, num - n_random, best)
+        randoms = list(fresh)
+        self.rng.shuffle(randoms)
+        rand: list[State] = []
+        take(randoms, num - len(best), rand)  # the random share, and what the model could not fill
+        if len(best) + len(rand) < num:  # few unmeasured random states: more of the model's choice
+            take(ranked, num - len(rand), best)
+        chosen = best + rand
+        t3 = time.perf_counter()
+        self.last_round_stats = {
+            "sample_seconds": t1 - t0,
+            "evolution_seconds": t2 - t1,
+            "select_seconds": t3 - t2,
+            "total_seconds": t3 - t0,
+            "population_size": len(fresh) + len(seeds),
+            "measured_seeds": len(seeds),
+            "num_candidates": len(chosen),
+            "num_random": len(rand),
+            "invalid": sample_stats.get("invalid", 0) + self._evo_stats.get("invalid", 0)
+            + lowering_failed,
+            "sample_attempts": sample_stats.get("attempts", 0),
+            "mutations": dict(self._evo_stats.get("mutations", {})),
+        }
+        self._log("round: %d candidates (%d random) from a population of %d (%d measured seeds) "
+                  "in %.2f s (sampling %.2f s, evolution %.2f s)", len(chosen), len(rand),
+                  len(fresh) + len(seeds), len(seeds), t3 - t0, t1 - t0, t2 - t1)
+        return chosen
