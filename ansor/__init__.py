@@ -3,7 +3,9 @@
 Describe *what* to compute with ``ansor.te``; ``ansor.build`` compiles it to native code through
 LLVM. Schedules are ``State`` values built from transform steps (``dag.init_state().split(...)``).
 Measurements (``LocalBuilder``, ``LocalRunner``) are isolated in worker processes and recorded as
-JSON lines (``RecordToFile``, ``load_records``, ``best_record``, ``distill``).
+JSON lines (``RecordToFile``, ``load_records``, ``best_record``, ``distill``). Tuning searches
+schedules by itself: ``SearchTask(func=..., args=...).tune(TuningOptions(...))`` returns a
+``TuneResult``.
 """
 from compute import te
 from compute.workload_registry import make_workload, register_workload
@@ -18,11 +20,12 @@ from .build_module import build
 from .compute_dag import ComputeDAG
 from .records import NoRecordError, best_record, distill, load_records
 from .search_task import SearchTask
+from .tuning import TuneResult, TuningOptions
 
 __all__ = [
     "BuildResult", "ComputeDAG", "InvalidStepError", "Iterator", "LocalBuilder", "LocalRunner",
     "MeasureErrorNo", "MeasureInput", "MeasureResult", "NoRecordError", "RecordToFile",
-    "SearchTask", "Stage", "State", "best_record", "build", "distill", "load_records",
-    "make_workload", "measure_batch", "register_workload", "te",
+    "SearchTask", "Stage", "State", "TuneResult", "TuningOptions", "best_record", "build",
+    "distill", "load_records", "make_workload", "measure_batch", "register_workload", "te",
 ]
 __version__ = "0.1.0"

@@ -1,15 +1,18 @@
 """The ``ansor`` command line.
 
-``ansor`` with no arguments runs the built-in default job (what the README's quick start shows);
-``ansor workloads`` lists the operator library; ``ansor build NAME --args ...`` compiles a workload's
-default schedule, checks it against the numpy reference and times it; ``ansor records ...``
-summarises, distills and re-measures tuning logs.
+``ansor`` with no arguments runs the built-in default job (default vs hand-written schedules);
+``ansor tune`` with no workload runs the README's quick start, a short GEMM tuning run compared
+with numpy; ``ansor tune NAME --args ... --trials N --log FILE`` tunes any library workload;
+``ansor workloads`` lists the operator library; ``ansor build NAME --args ...`` compiles a
+workload's default schedule, checks it against the numpy reference and times it;
+``ansor records ...`` summarises, distills and re-measures tuning logs.
 """
 from __future__ import annotations
 
 import argparse
 import ast
 import os
+import subprocess
 import sys
 import time
 from typing import Sequence
@@ -99,6 +102,199 @@ def cmd_default(_: argparse.Namespace) -> int:
           f"conv2d {c0['seconds'] / c1['seconds']:.0f}x; matmul vs numpy: "
           f"{np_sec / g1['seconds']:.2f}x numpy's speed")
     return 0 if all(r["ok"] for r in (g0, g1, c0, c1)) else 1
+
+
+# ``ansor tune`` with no workload: a GEMM small enough that the whole run (search, measurements,
+# numpy comparison) stays under two minutes on a 2-core machine.
+QUICK_TUNE_N = 512
+QUICK_TUNE_TRIALS = 96
+QUICK_TUNE_PER_ROUND = 32
+# The search's random share includes GEMMs 10x slower than the default schedule (~2 s a call);
+# timed as TVM does (3 calls + warm-up) each costs ~8 s, most of the quick run. One timed call
+# and a 4 s cut-off cost them ~4 s; kernels under 33 ms, the ones that matter, are timed exactly
+# as before (min_repeat_ms sets their call count).
+QUICK_TUNE_RUNNER = dict(number=1, timeout=4.0)
+
+
+def _numpy_matmul_best_seconds(n: int, repeats: int = 7, min_repeat_s: float = 0.1) -> float:
+    """The fastest of ``repeats`` timings (each >= ``min_repeat_s``) of numpy's ``a @ b``, after a
+    warm-up. The best of several, because the tuned figure it is compared with is the best of many
+    candidates: on a busy machine a median would charge numpy for noise the tuner escaped."""
+    a = np.random.rand(n, n).astype("float32")
+    b = np.random.rand(n, n).astype("float32")
+    t_end = time.perf_counter() + 0.3
+    calls = 0
+    while time.perf_counter() < t_end:
+        a @ b
+        calls += 1
+    number = max(1, int(calls * min_repeat_s / 0.3))
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            a @ b
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
+
+
+def _numpy_matmul_in_subprocess(n: int, threads: int) -> tuple[float | None, str]:
+    """numpy's ``a @ b`` for n^3 timed in a fresh interpreter: its OpenBLAS threads and the
+    kernels' libgomp threads never share a process (idle pools spin and steal each other's
+    cores). Returns (seconds, "") or (None, why)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [env.get("PYTHONPATH")] if p])
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)  # the same number of threads as our kernels get
+    code = ("import sys; from ansor.cli import _numpy_matmul_best_seconds as f; "
+            "print(repr(f(int(sys.argv[1]))))")
+    try:
+        out = subprocess.run([sys.executable, "-c", code, str(n)], env=env, capture_output=True,
+                             text=True, timeout=120, check=True)
+        return float(out.stdout.strip().splitlines()[-1]), ""
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+    except (subprocess.CalledProcessError, ValueError, IndexError) as err:
+        detail = getattr(err, "stderr", "") or str(err)
+        return None, detail.strip().splitlines()[-1] if detail.strip() else "failed"
+
+
+def _tune_options(ns: argparse.Namespace, log: str | None, trials: int, per_round: int,
+                  **kw):
+    import dataclasses
+
+    from ansor.tuning import TuningOptions
+
+    params = None
+    if ns.population is not None:
+        from sketch.search_policy import SearchParams
+
+        params = dataclasses.replace(SearchParams(), population_size=ns.population)
+    verbose = 0 if ns.quiet else 1 + ns.verbose
+    return TuningOptions(num_measure_trials=trials, num_measures_per_round=per_round,
+                         early_stopping=ns.early_stopping, log_file=log, verbose=verbose,
+                         search_params=params, **kw)
+
+
+def _show_tuning_logs(level: int) -> None:
+    """Send the ``ansor.*`` loggers (``ansor.tune``, ``ansor.search``) to stderr at ``level``."""
+    import logging
+
+    lg = logging.getLogger("ansor")
+    lg.setLevel(level)
+    if not any(getattr(h, "_ansor_cli", False) for h in lg.handlers):  # once per process
+        h = logging.StreamHandler()
+        h.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        h._ansor_cli = True  # type: ignore[attr-defined]
+        lg.addHandler(h)
+
+
+def cmd_tune(ns: argparse.Namespace) -> int:
+    """Tune a library workload, or (no workload) the quick-start GEMM compared with numpy."""
+    import logging
+
+    from ansor.search_task import SearchTask
+    from compute.ops import get_workload
+
+    for name in ("trials", "per_round", "early_stopping", "population"):
+        v = getattr(ns, name)
+        if v is not None and v < (0 if name == "trials" else 1):
+            print(f"ansor tune: --{name.replace('_', '-')} must be "
+                  f"{'>= 0' if name == 'trials' else 'positive'}, got {v}", file=sys.stderr)
+            return 2
+    if ns.verbose and not ns.quiet:
+        _show_tuning_logs(logging.INFO if ns.verbose == 1 else logging.DEBUG)
+    quick = ns.workload is None
+    if quick:
+        if ns.args is not None:
+            print("ansor tune: --args needs a workload name (e.g. ansor tune matmul --args "
+                  "1024,1024,1024)", file=sys.stderr)
+            return 2
+        name, args = "matmul", (QUICK_TUNE_N,) * 3
+        log = ns.log  # the quick start leaves no file behind unless asked to
+    else:
+        try:
+            spec = get_workload(ns.workload)
+        except KeyError as err:
+            print(f"ansor: {err.args[0]}", file=sys.stderr)
+            return 2
+        name, args = ns.workload, _parse_args_tuple(ns.args) or spec.default_args
+        log = ns.log if ns.log is not None else f"{name}.json"
+    try:
+        task = SearchTask(func=name, args=args)
+    except (TypeError, ValueError) as err:
+        print(f"ansor: {name}{args}: {err}", file=sys.stderr)
+        return 2
+    trials = ns.trials if ns.trials is not None else (QUICK_TUNE_TRIALS if quick else 200)
+    per_round = (ns.per_round if ns.per_round is not None
+                 else QUICK_TUNE_PER_ROUND if quick else 64)
+    runner = None
+    if quick:
+        from measure.runner import LocalRunner
+        from measure.runtime import num_threads
+
+        runner = LocalRunner(**QUICK_TUNE_RUNNER)
+        # Seeded by default so that the quick start's first round is the same on every run.
+        opts = _tune_options(ns, log, trials, per_round, runner=runner,
+                             seed=0 if ns.seed is None else ns.seed)
+        if opts.verbose:
+            print(f"ansor tune: a short tuning run of a float32 GEMM {QUICK_TUNE_N}^3 on "
+                  f"{num_threads()} thread(s), {trials} trials, then numpy's a @ b for "
+                  "comparison (ansor tune --help for more)", flush=True)
+    else:
+        opts = _tune_options(ns, log, trials, per_round, seed=ns.seed)
+    try:
+        result = task.tune(opts)
+    finally:
+        if runner is not None:
+            runner.close()
+    if result.interrupted:
+        return 130
+    if result.best_cost is None:
+        return 1
+    if quick and opts.verbose:
+        from ansor.tuning import format_speedup
+        from measure.runtime import num_threads
+
+        np_sec, why = _numpy_matmul_in_subprocess(QUICK_TUNE_N, num_threads())
+        if np_sec is None:
+            print(f"numpy a @ b: not measured ({why})")
+        else:
+            ratio = np_sec / result.best_cost
+            print(f"numpy a @ b (OpenBLAS, {num_threads()} thread(s), best of 7): "
+                  f"{_fmt_time(np_sec)} {2 * QUICK_TUNE_N ** 3 / np_sec / 1e9:.0f} GFLOPS -> "
+                  f"the tuned schedule runs "
+                  f"at {ratio:.2f}x numpy's speed"
+                  + (f" ({format_speedup(result.speedup_over_default)} the default schedule's)"
+                     if result.speedup_over_default else ""), flush=True)
+    return 0
+
+
+def _add_tune_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tune", help="search for a fast schedule of a workload (no workload: a short GEMM "
+        f"{QUICK_TUNE_N}^3 run compared with numpy)",
+        description="Tune a library workload (see `ansor workloads`); records go to --log "
+        "(default WORKLOAD.json), and a run on an existing log resumes it. With no workload: a "
+        f"short tuning run of GEMM {QUICK_TUNE_N}^3 ({QUICK_TUNE_TRIALS} trials, no log unless "
+        "--log), then numpy's a @ b measured for comparison.")
+    p.add_argument("workload", nargs="?", help="a library workload name (default: the quick run)")
+    p.add_argument("--args", help="shape arguments, e.g. 1024,1024,1024 (default: the workload's)")
+    p.add_argument("--trials", type=int, help="new measurements to make (default 200; quick "
+                   f"run {QUICK_TUNE_TRIALS})")
+    p.add_argument("--log", help="record file: appended each round, resumed from if it exists")
+    p.add_argument("--per-round", dest="per_round", type=int,
+                   help=f"measurements per round (default 64; quick run {QUICK_TUNE_PER_ROUND})")
+    p.add_argument("--seed", type=int, help="random seed (a fixed seed makes a run reproducible "
+                   "up to measurement noise)")
+    p.add_argument("--early-stopping", dest="early_stopping", type=int, metavar="N",
+                   help="stop when the best has not improved for N trials")
+    p.add_argument("--population", type=int, metavar="N",
+                   help="evolutionary search population size (default 2048)")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="also print a mark per candidate and the search's statistics; -vv also "
+                   "every failed candidate's error")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing")
 
 
 def cmd_workloads(_: argparse.Namespace) -> int:
@@ -226,10 +422,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("build", help="build a workload's default schedule, check it and time it")
     p.add_argument("workload")
     p.add_argument("--args", help="shape arguments, e.g. 1024,1024,1024 (default: the workload's)")
+    _add_tune_parser(sub)
     _add_records_parser(sub)
     ns = parser.parse_args(argv)
     handlers = {None: cmd_default, "workloads": cmd_workloads, "build": cmd_build,
-                "records": cmd_records}
+                "tune": cmd_tune, "records": cmd_records}
     return handlers[ns.command](ns)
 
 

@@ -20,7 +20,10 @@ from compute.workload_registry import (args_to_json, canonical_args, get_workloa
 from .compute_dag import ComputeDAG
 
 if TYPE_CHECKING:
+    from cost_model.cost_model import CostModel
     from sketch.loop_state import State
+
+    from .tuning import TuneResult, TuningOptions
 
 
 class SearchTask:
@@ -126,6 +129,24 @@ class SearchTask:
         if best is None:
             raise NoRecordError(describe_missing(log_file, self))
         return best[0].state
+
+    # ---- tuning ------------------------------------------------------------------------------
+    def tune(self, options: "TuningOptions | None" = None, cost_model: "CostModel | None" = None,
+             search_policy: Any | None = None) -> "TuneResult":
+        """Search for a fast schedule of this task by measuring candidates on this machine.
+
+        ``options`` (``ansor.TuningOptions``) sets the trial budget, the log file (appended after
+        every round, resumed from if it exists), early stopping, verbosity, builder, runner and
+        seed. ``cost_model`` defaults to ``ansor.tuning.default_cost_model(options.seed)``;
+        ``search_policy`` (anything with ``generate_measure_candidates(num, measured_keys,
+        best_states)``) defaults to ``sketch.search_policy.SketchPolicy`` over that model; with a
+        given policy, measurements update ``cost_model`` if given, else the policy's own
+        ``cost_model`` attribute. Ctrl-C ends the run cleanly with the log intact; the result then
+        says so (``interrupted``).
+        """
+        from .tuning import tune_task
+
+        return tune_task(self, options, cost_model, search_policy)
 
 
 def _dag_desc(dag: _cd.ComputeDAG) -> str:

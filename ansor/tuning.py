@@ -1,0 +1,570 @@
+"""Tuning one task: the measure-and-learn loop behind ``SearchTask.tune``.
+
+Each round the search policy proposes candidates it has not measured before, the local builder and
+runner measure them, the results are appended to the log at once (a run killed at any moment keeps
+every finished batch) and fed to the cost model. The loop stops at the trial budget, when the best
+has not improved for ``early_stopping`` trials, when the policy has nothing new to propose, after
+``MAX_CONSECUTIVE_ERRORS`` failed measurements in a row, or on Ctrl-C.
+
+Resuming is implicit: when ``log_file`` already holds records of the task, every schedule in it
+counts as measured (nothing is measured twice), its best schedules seed the search, the cost model
+learns from them and the best cost starts from the log's. ``num_measure_trials`` counts the new
+measurements of this call only.
+
+Progress (``verbose=1``) is one line per round plus a summary; details - per-candidate errors and
+search statistics - go to the ``logging`` logger ``"ansor.tune"``.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator
+
+from cost_model.cost_model import CostModel, RandomModel
+from measure.builder import LocalBuilder
+from measure.local import measure_batch
+from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from measure.record import LineWarner, RecordToFile, iter_lines, target_summary
+from measure.runner import LocalRunner
+
+if TYPE_CHECKING:
+    from sketch.loop_state import State
+    from sketch.search_policy import SearchParams
+
+    from .search_task import SearchTask
+
+__all__ = ["MAX_CONSECUTIVE_ERRORS", "TuneResult", "TuningOptions", "default_cost_model",
+           "tune_task"]
+
+logger = logging.getLogger("ansor.tune")
+
+# TVM's auto_scheduler gives up after this many failed measurements in a row: by then the
+# search space, the workload or the machine is broken, and more trials only burn time.
+MAX_CONSECUTIVE_ERRORS = 150
+# Measured schedules handed back to the policy, best first. Ansor seeds 20% of a 2048 population
+# with measured states; a few hundred covers that without keeping every state of a long run.
+BEST_STATES_KEPT = 512
+# The default schedule is measured once per call for the speed-up figure. A naive large kernel
+# can take many seconds per call, so it gets its own, generous timeout ...
+DEFAULT_SCHEDULE_TIMEOUT = 120.0
+# ... and a first single cold call; only a call shorter than this is timed again, as candidates
+# are (warm-up, min_repeat_ms), which for a long call would multiply its cost. On a call this long
+# the slow start of an idle core (~250 ms) distorts the figure little.
+DEFAULT_PROBE_LONG = 0.25
+
+
+def default_cost_model(seed: int | None = None) -> CostModel:
+    """The cost model ``tune`` uses when none is given (one place to switch to a learned one)."""
+    return RandomModel(seed)
+
+
+@dataclass(frozen=True)
+class TuningOptions:
+    """How long and how to tune; the names follow TVM's ``auto_scheduler.TuningOptions``.
+
+    * ``num_measure_trials``: new measurements this call may make (resumed records not counted).
+    * ``num_measures_per_round``: candidates measured per round (the cost model learns between
+      rounds).
+    * ``early_stopping``: stop when the best has not improved for this many trials (None: never).
+    * ``log_file``: JSON-lines record file, appended after every round and resumed from if it
+      exists (None: nothing is written and nothing resumed).
+    * ``verbose``: 0 prints nothing, 1 one line per round and a summary, 2 also the builder's and
+      runner's per-candidate marks and the policy's own output.
+    * ``builder`` / ``runner``: ``"local"`` (created and closed by the call) or a ``LocalBuilder``
+      / ``LocalRunner`` (used as given, left open).
+    * ``seed``: seeds the search policy and the default cost model; a fixed seed makes a run
+      reproducible up to measurement noise.
+    * ``search_params``: ``sketch.search_policy.SearchParams`` for the default policy (None:
+      its defaults).
+    """
+
+    num_measure_trials: int = 200
+    num_measures_per_round: int = 64
+    early_stopping: int | None = None
+    log_file: str | os.PathLike | None = None
+    verbose: int = 1
+    builder: str | LocalBuilder = "local"
+    runner: str | LocalRunner = "local"
+    seed: int | None = None
+    search_params: "SearchParams | None" = None
+
+    def __post_init__(self) -> None:
+        def count(name: str, minimum: int) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+                raise ValueError(f"TuningOptions.{name} must be an integer >= {minimum}, got {v!r}")
+
+        count("num_measure_trials", 0)
+        count("num_measures_per_round", 1)
+        count("verbose", 0)
+        if self.early_stopping is not None:
+            count("early_stopping", 1)
+        if self.log_file is not None and not isinstance(self.log_file, (str, os.PathLike)):
+            raise TypeError(f"TuningOptions.log_file must be a path or None, got "
+                            f"{type(self.log_file).__name__}")
+        if not (self.builder == "local" or isinstance(self.builder, LocalBuilder)):
+            raise ValueError(f"TuningOptions.builder must be 'local' or a LocalBuilder, got "
+                             f"{self.builder!r}")
+        if not (self.runner == "local" or isinstance(self.runner, LocalRunner)):
+            raise ValueError(f"TuningOptions.runner must be 'local' or a LocalRunner, got "
+                             f"{self.runner!r}")
+        if self.seed is not None and (isinstance(self.seed, bool)
+                                      or not isinstance(self.seed, int)):
+            raise TypeError(f"TuningOptions.seed must be an integer or None, got {self.seed!r}")
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What a tuning call found. Costs are seconds per call; ``best_*`` cover the resumed records
+    too, ``trials`` and ``errors`` only this call's new measurements.
+
+    ``best_state`` is None (and ``best_cost``/``best_gflops`` too) when no schedule has been
+    measured successfully; ``default_cost`` is None when the default schedule could not be
+    measured (see ``default_note``).
+    """
+
+    task_desc: str
+    best_state: "State | None"
+    best_cost: float | None
+    best_gflops: float | None
+    trials: int
+    errors: int
+    wall_seconds: float
+    default_cost: float | None
+    speedup_over_default: float | None
+    log_file: str | None
+    stop_reason: str = ""
+    resumed_records: int = 0
+    search_seconds: float = 0.0
+    measure_seconds: float = 0.0
+    default_note: str = ""
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stop_reason == STOP_INTERRUPTED
+
+    def summary(self) -> str:
+        """The block ``tune`` prints at the end (verbose >= 1)."""
+        lines = [f"[{self.task_desc}] tuning finished: {self.stop_reason}"]
+        if self.best_cost is None:
+            lines.append("  best time        none (no schedule was measured successfully)")
+        else:
+            lines.append(f"  best time        {format_seconds(self.best_cost)}"
+                         f"{_gflops_part(self.best_gflops)}")
+        if self.default_cost is not None:
+            d = f"  default schedule {format_seconds(self.default_cost)}"
+            if self.speedup_over_default is not None:
+                d += f" -> speed-up {format_speedup(self.speedup_over_default)}"
+            lines.append(d)
+        elif self.default_note:
+            lines.append(f"  default schedule {self.default_note}")
+        resumed = f" (+{self.resumed_records} from the log)" if self.resumed_records else ""
+        lines.append(f"  trials           {self.trials} new{resumed}, {self.errors} error(s)")
+        lines.append(f"  wall time        {format_duration(self.wall_seconds)} (search "
+                     f"{format_duration(self.search_seconds)}, measurement "
+                     f"{format_duration(self.measure_seconds)})")
+        lines.append(f"  log file         {self.log_file if self.log_file else '(none)'}")
+        return "\n".join(lines)
+
+
+STOP_BUDGET = "trial budget reached"
+STOP_INTERRUPTED = "interrupted (Ctrl-C)"
+
+
+# ---- formatting ---------------------------------------------------------------------------------
+
+def format_seconds(sec: float) -> str:
+    """A kernel time with 3 significant digits: ``52.3 us``, ``0.52 ms``, ``1.23 s``."""
+    if sec < 1e-4:
+        return f"{sec * 1e6:.3g} us"
+    if sec < 1:
+        return f"{sec * 1e3:.3g} ms"
+    return f"{sec:.3g} s"
+
+
+def format_gflops(gf: float) -> str:
+    return f"{gf:.0f}" if gf >= 100 else f"{gf:.3g}"
+
+
+def format_speedup(x: float) -> str:
+    return f"{x:.0f}x" if x >= 100 else f"{x:.3g}x"
+
+
+def format_duration(sec: float) -> str:
+    """A wall-clock span: ``41 s``, ``12 min 3 s``, ``2 h 05 min``."""
+    sec = max(0.0, sec)
+    if sec < 100:
+        return f"{sec:.0f} s" if sec >= 10 else f"{sec:.1f} s"
+    m, s = divmod(int(round(sec)), 60)
+    if m < 60:
+        return f"{m} min {s} s"
+    h, m = divmod(m, 60)
+    return f"{h} h {m:02d} min"
+
+
+def _gflops_part(gf: float | None) -> str:
+    return "" if gf is None else f" {format_gflops(gf)} GFLOPS"
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold Ctrl-C back while a finished batch is written and booked, then deliver it: the batch
+    is then either wholly in the log and counted, or (interrupted earlier) wholly abandoned."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield  # only the main thread may set handlers; a caller's own handler is left alone
+        return
+    caught: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        if caught:
+            raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _runner_settings(runner: LocalRunner, **attrs: Any) -> Iterator[None]:
+    """Temporarily change a runner's measurement settings. They are read per ``run`` call, so
+    this reuses the runner's worker instead of starting a second one (~1 s and its memory)."""
+    saved = {k: getattr(runner, k) for k in attrs}
+    for k, v in attrs.items():
+        setattr(runner, k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(runner, k, v)
+
+
+def _error_name(error_no: int) -> str:
+    try:
+        return MeasureErrorNo(error_no).name
+    except ValueError:
+        return f"error {error_no}"
+
+
+class _BestStates:
+    """The measured valid schedules, best first (ties: the earlier measurement first, as
+    ``best_record`` picks it), capped at ``BEST_STATES_KEPT``."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[float, int, Any]] = []
+        self._seq = 0
+
+    def add(self, cost: float, state: Any) -> bool:
+        """Add one; True if it is the new best."""
+        is_best = not self._items or cost < self._items[0][0]
+        self._seq += 1
+        item = (cost, self._seq, state)
+        lo, hi = 0, len(self._items)
+        while lo < hi:  # bisect on (cost, seq): states themselves do not compare
+            mid = (lo + hi) // 2
+            if self._items[mid][:2] < item[:2]:
+                lo = mid + 1
+            else:
+                hi = mid
+        self._items.insert(lo, item)
+        del self._items[BEST_STATES_KEPT:]
+        return is_best
+
+    @property
+    def best(self) -> tuple[float, Any] | None:
+        return (self._items[0][0], self._items[0][2]) if self._items else None
+
+    def states(self) -> list[Any]:
+        return [s for _, _, s in self._items]
+
+
+# ---- the tuning run -----------------------------------------------------------------------------
+
+class _Run:
+    """One call of ``tune_task``: its state, so that the loop body stays readable."""
+
+    def __init__(self, task: "SearchTask", options: TuningOptions, cost_model: CostModel | None,
+                 search_policy: Any | None):
+        self.task = task
+        self.opts = options
+        self.tag = f"[{task.desc}]"
+        self.flop = float(task.flop_count or 0.0)
+        self.policy = search_policy
+        # A given policy carries its own model; updating that one keeps it learning.
+        self.model = cost_model if cost_model is not None else (
+            getattr(search_policy, "cost_model", None) if search_policy is not None
+            else default_cost_model(options.seed))
+        self.log_path = None if options.log_file is None else os.fspath(options.log_file)
+        self.recorder = None if self.log_path is None else RecordToFile(self.log_path)
+        self.measured_keys: set[str] = set()
+        self.best = _BestStates()
+        self.trials = 0
+        self.errors = 0
+        self.consecutive_errors = 0
+        self.last_improvement = 0  # trial count at the last improvement of the best
+        self.resumed = 0
+        self.search_seconds = 0.0
+        self.measure_seconds = 0.0
+        self.default_cost: float | None = None
+        self.default_note = ""
+        self.t_start = time.monotonic()
+        self.t_loop = self.t_start
+
+    # ---- output ----
+    def say(self, text: str) -> None:
+        if self.opts.verbose >= 1:
+            print(text, flush=True)
+
+    def _gflops(self, cost: float | None) -> float | None:
+        if cost is None or not self.flop or cost <= 0:
+            return None
+        return self.flop / cost / 1e9
+
+    def progress_line(self, round_best: float | None) -> str:
+        """``[matmul(1024, 1024, 1024)] trials 128/200 | best 0.52 ms 4130 GFLOPS | round best
+        0.61 ms | errors 3 | 41 s elapsed, ~23 s left``."""
+        budget = self.opts.num_measure_trials
+        b = self.best.best
+        best = "-" if b is None else f"{format_seconds(b[0])}{_gflops_part(self._gflops(b[0]))}"
+        rb = "-" if round_best is None else format_seconds(round_best)
+        now = time.monotonic()
+        left = budget - self.trials
+        eta = ""
+        if self.trials and left > 0:
+            # The average time per trial so far (search + measurement): rounds cost about the same.
+            eta = f", ~{format_duration((now - self.t_loop) / self.trials * left)} left"
+        return (f"{self.tag} trials {self.trials}/{budget} | best {best} | round best {rb} | "
+                f"errors {self.errors} | {format_duration(now - self.t_start)} elapsed{eta}")
+
+    # ---- set-up ----
+    def make_policy(self) -> Any:
+        try:
+            from sketch.search_policy import SearchParams, SketchPolicy  # noqa: PLC0415 - heavy
+        except ImportError as err:
+            raise RuntimeError("the default search policy (sketch.search_policy.SketchPolicy) "
+                               f"is not available: {err}; pass search_policy=...") from err
+
+        params = self.opts.search_params if self.opts.search_params is not None else SearchParams()
+        return SketchPolicy(self.task, self.model, params=params, seed=self.opts.seed,
+                            verbose=max(0, self.opts.verbose - 1))
+
+    def resume(self) -> None:
+        """Load this task's records of this toolchain from the log: measured keys, best states,
+        cost model, best cost. Other workloads' records are not even rebuilt."""
+        path = self.log_path
+        if path is None or not os.path.isfile(path) or os.path.getsize(path) == 0:
+            return
+        key, here = self.task.workload_key, target_summary()["key"]
+        warner = LineWarner(path)
+        inputs: list[MeasureInput] = []
+        results: list[MeasureResult] = []
+        other_target = 0
+        for line in iter_lines(path, warner):
+            if line.workload_key != key:
+                continue
+            if line.target_key != here:
+                # Timed on another CPU or toolchain: not measured *here*, and its costs would
+                # not compare with ours.
+                other_target += 1
+                continue
+            try:
+                state = self.task.compute_dag.replay(line.steps)
+            except Exception as err:  # noqa: BLE001 - steps from a file may fail in any way
+                warner(line.lineno, f"its steps do not replay on {self.task.desc}: "
+                                    f"{type(err).__name__}: {str(err)[:200]}")
+                continue
+            self.measured_keys.add(state.canonical_key())
+            inputs.append(MeasureInput(self.task, state))
+            results.append(line.result)
+            if line.is_valid:
+                self.best.add(line.result.mean_cost, state)
+        warner.finish()
+        self.resumed = len(inputs)
+        if inputs and self.model is not None:
+            self.model.update(inputs, results)
+        if self.resumed or other_target:
+            b = self.best.best
+            best = ("no valid record" if b is None
+                    else f"best {format_seconds(b[0])}{_gflops_part(self._gflops(b[0]))}")
+            other = (f"; {other_target} record(s) from another CPU/toolchain ignored"
+                     if other_target else "")
+            self.say(f"{self.tag} resuming from {path}: {self.resumed} record(s), {best}{other}")
+            logger.info("resumed %d records of %s from %s (%d of another toolchain ignored)",
+                        self.resumed, self.task.desc, path, other_target)
+
+    def measure_default(self, builder: LocalBuilder, runner: LocalRunner) -> None:
+        """Time the default schedule (``init_state()``) once, for the speed-up figure."""
+        inp = MeasureInput(self.task, self.task.compute_dag.init_state())
+        t0 = time.monotonic()
+        built = builder.build([inp])
+        res = built[0]
+        if res.error_no != MeasureErrorNo.NO_ERROR:
+            self.default_note = f"not measured: it did not build ({_error_name(res.error_no)})"
+        else:
+            with _runner_settings(runner, number=1, repeat=1, min_repeat_ms=0.0, warmup_ms=0.0,
+                                  timeout=max(runner.timeout, DEFAULT_SCHEDULE_TIMEOUT),
+                                  check_correctness=False):
+                r = runner.run([inp], built)[0]
+            if r.ok and r.mean_cost < DEFAULT_PROBE_LONG:
+                # Short enough to time as the candidates are timed, with at least a warm-up and a
+                # 50 ms repeat: a single cold call of a short kernel can be off by 10x or more.
+                with _runner_settings(runner, timeout=max(runner.timeout, DEFAULT_SCHEDULE_TIMEOUT),
+                                      warmup_ms=max(runner.warmup_ms, 100.0),
+                                      min_repeat_ms=max(runner.min_repeat_ms, 50.0),
+                                      check_correctness=False):
+                    r = runner.run([inp], built)[0]
+            if r.ok:
+                self.default_cost = r.mean_cost
+            elif r.error_no == MeasureErrorNo.RUN_TIMEOUT:
+                self.default_note = (f"not measured: one call takes longer than "
+                                     f"{max(runner.timeout, DEFAULT_SCHEDULE_TIMEOUT):g} s")
+            else:
+                self.default_note = f"not measured: {_error_name(r.error_no)}"
+                logger.info("default schedule of %s: %s: %s", self.task.desc,
+                            _error_name(r.error_no), r.error_msg[:300])
+        self.measure_seconds += time.monotonic() - t0
+        if self.default_cost is not None:
+            self.say(f"{self.tag} default schedule: {format_seconds(self.default_cost)}"
+                     f"{_gflops_part(self._gflops(self.default_cost))}")
+        else:
+            self.say(f"{self.tag} default schedule {self.default_note}")
+
+    # ---- the loop ----
+    def round(self, builder: LocalBuilder, runner: LocalRunner) -> str | None:
+        """One round; returns why tuning stops, or None to go on."""
+        opts = self.opts
+        n = min(opts.num_measures_per_round, opts.num_measure_trials - self.trials)
+        t0 = time.monotonic()
+        proposed = self.policy.generate_measure_candidates(n, self.measured_keys,
+                                                           self.best.states())
+        self.search_seconds += time.monotonic() - t0
+        stats = getattr(self.policy, "last_round_stats", None)
+        if stats:
+            logger.info("%s search: %s", self.task.desc, ", ".join(
+                f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()))
+        states, seen = [], set()
+        for s in proposed or ():
+            k = s.canonical_key()
+            # The contract says no repeats; a policy that slips must not cost measurements.
+            if k in self.measured_keys or k in seen:
+                continue
+            seen.add(k)
+            states.append(s)
+            if len(states) == n:
+                break
+        if not states:
+            return "the search found no new candidates (search space exhausted)"
+        inputs = [MeasureInput(self.task, s) for s in states]
+        t0 = time.monotonic()
+        try:
+            results = measure_batch(inputs, builder, runner, verbose=max(0, opts.verbose - 1))
+        except Exception as err:  # noqa: BLE001 - a measurement failure is the batch's, not ours
+            logger.exception("measuring a batch of %d candidates failed", len(inputs))
+            msg = f"measurement failed: {type(err).__name__}: {err}"
+            results = [MeasureResult((), int(MeasureErrorNo.UNKNOWN), msg) for _ in inputs]
+        self.measure_seconds += time.monotonic() - t0
+        round_best: float | None = None
+        last_error = ""
+        with _sigint_deferred():
+            if self.recorder is not None:
+                self.recorder(inputs, results)
+            for inp, res in zip(inputs, results):
+                self.trials += 1
+                self.measured_keys.add(inp.state.canonical_key())
+                if res.ok and res.costs:
+                    self.consecutive_errors = 0
+                    cost = res.mean_cost
+                    round_best = cost if round_best is None else min(round_best, cost)
+                    if self.best.add(cost, inp.state):
+                        self.last_improvement = self.trials
+                else:
+                    self.errors += 1
+                    self.consecutive_errors += 1
+                    last_error = f"{_error_name(res.error_no)}: {res.error_msg[:200]}"
+                    logger.debug("%s candidate failed: %s", self.task.desc, last_error)
+        if self.model is not None:
+            self.model.update(inputs, results)
+        self.say(self.progress_line(round_best))
+        if self.consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
+            why = (f"{self.consecutive_errors} measurements in a row failed (last: "
+                   f"{last_error.splitlines()[0] if last_error else '?'}); set the logger "
+                   f"'ansor.tune' to DEBUG to see every error")
+            logger.warning("%s: stopping: %s", self.task.desc, why)
+            return "too many errors: " + why
+        if opts.early_stopping is not None and \
+                self.trials - self.last_improvement >= opts.early_stopping:
+            return (f"early stopping: no improvement in the last "
+                    f"{self.trials - self.last_improvement} trials")
+        if self.trials >= opts.num_measure_trials:
+            return STOP_BUDGET
+        return None
+
+    def run(self) -> TuneResult:
+        opts = self.opts
+        own_builder = opts.builder == "local"
+        own_runner = opts.runner == "local"
+        builder = LocalBuilder() if own_builder else opts.builder
+        runner = LocalRunner() if own_runner else opts.runner
+        assert isinstance(builder, LocalBuilder) and isinstance(runner, LocalRunner)
+        stop = ""
+        try:
+            try:
+                log = f", log {self.log_path}" if self.log_path else ", no log file"
+                seed = "" if opts.seed is None else f", seed {opts.seed}"
+                self.say(f"{self.tag} tuning: {opts.num_measure_trials} trials, "
+                         f"{opts.num_measures_per_round} per round{seed}{log}")
+                self.resume()
+                if self.policy is None:
+                    self.policy = self.make_policy()
+                self.measure_default(builder, runner)
+                self.t_loop = time.monotonic()
+                if opts.num_measure_trials == 0:
+                    stop = STOP_BUDGET
+                while not stop:
+                    stop = self.round(builder, runner) or ""
+            except KeyboardInterrupt:
+                # The batch under way (if any) is abandoned: not recorded, not counted.
+                stop = STOP_INTERRUPTED
+                logger.info("%s: interrupted after %d trials", self.task.desc, self.trials)
+        finally:
+            if own_builder:
+                builder.close()
+            if own_runner:
+                runner.close()
+        result = self.result(stop)
+        if opts.verbose >= 1:
+            print(result.summary(), flush=True)
+        return result
+
+    def result(self, stop: str) -> TuneResult:
+        b = self.best.best
+        cost = None if b is None else b[0]
+        speedup = (self.default_cost / cost
+                   if cost is not None and self.default_cost is not None and cost > 0 else None)
+        return TuneResult(
+            task_desc=self.task.desc, best_state=None if b is None else b[1], best_cost=cost,
+            best_gflops=self._gflops(cost), trials=self.trials, errors=self.errors,
+            wall_seconds=time.monotonic() - self.t_start, default_cost=self.default_cost,
+            speedup_over_default=speedup, log_file=self.log_path, stop_reason=stop,
+            resumed_records=self.resumed, search_seconds=self.search_seconds,
+            measure_seconds=self.measure_seconds, default_note=self.default_note)
+
+
+def tune_task(task: "SearchTask", options: TuningOptions | None = None,
+              cost_model: CostModel | None = None, search_policy: Any | None = None) -> TuneResult:
+    """Tune ``task`` (see ``SearchTask.tune``)."""
+    if options is None:
+        options = TuningOptions()
+    elif not isinstance(options, TuningOptions):
+        raise TypeError(f"options must be a TuningOptions, got {type(options).__name__}")
+    if search_policy is not None and not callable(
+            getattr(search_policy, "generate_measure_candidates", None)):
+        raise TypeError("search_policy must have a generate_measure_candidates(num, measured_keys, "
+                        "best_states) method")
+    return _Run(task, options, cost_model, search_policy).run()
