@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
-from cost_model.cost_model import CostModel, RandomModel
+from cost_model.cost_model import CostModel
+from cost_model.lgbm_model import LGBModel
 from measure.builder import LocalBuilder
 from measure.local import measure_batch
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
@@ -59,8 +60,9 @@ DEFAULT_PROBE_LONG = 0.25
 
 
 def default_cost_model(seed: int | None = None) -> CostModel:
-    """The cost model ``tune`` uses when none is given (one place to switch to a learned one)."""
-    return RandomModel(seed)
+    """The cost model ``tune`` uses when none is given: the learned LightGBM model (it scores
+    randomly until its first training, after the first round)."""
+    return LGBModel(seed=seed)
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,7 @@ class TuneResult:
     search_seconds: float = 0.0
     measure_seconds: float = 0.0
     default_note: str = ""
+    model_seconds: float = 0.0  # the cost model learning from measurements (features + training)
 
     @property
     def interrupted(self) -> bool:
@@ -167,7 +170,8 @@ class TuneResult:
         lines.append(f"  trials           {self.trials} new{resumed}, {self.errors} error(s)")
         lines.append(f"  wall time        {format_duration(self.wall_seconds)} (search "
                      f"{format_duration(self.search_seconds)}, measurement "
-                     f"{format_duration(self.measure_seconds)})")
+                     f"{format_duration(self.measure_seconds)}, cost model "
+                     f"{format_duration(self.model_seconds)})")
         lines.append(f"  log file         {self.log_file if self.log_file else '(none)'}")
         return "\n".join(lines)
 
@@ -310,6 +314,7 @@ class _Run:
         self.last_improvement = 0  # trial count at the last improvement of the best
         self.resumed = 0
         self.search_seconds = 0.0
+        self.model_seconds = 0.0
         self.measure_seconds = 0.0
         self.default_cost: float | None = None
         self.default_note = ""
@@ -489,7 +494,9 @@ class _Run:
                     last_error = f"{_error_name(res.error_no)}: {res.error_msg[:200]}"
                     logger.debug("%s candidate failed: %s", self.task.desc, last_error)
         if self.model is not None:
+            t1 = time.monotonic()
             self.model.update(inputs, results)
+            self.model_seconds += time.monotonic() - t1
         self.say(self.progress_line(round_best))
         if self.consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
             why = (f"{self.consecutive_errors} measurements in a row failed (last: "
@@ -553,7 +560,8 @@ class _Run:
             wall_seconds=time.monotonic() - self.t_start, default_cost=self.default_cost,
             speedup_over_default=speedup, log_file=self.log_path, stop_reason=stop,
             resumed_records=self.resumed, search_seconds=self.search_seconds,
-            measure_seconds=self.measure_seconds, default_note=self.default_note)
+            measure_seconds=self.measure_seconds, default_note=self.default_note,
+            model_seconds=self.model_seconds)
 
 
 def tune_task(task: "SearchTask", options: TuningOptions | None = None,

@@ -1,0 +1,608 @@
+"""Program features: one fixed-length vector per store statement of a schedule, for the cost model.
+
+The search scores ~10,000 candidate programs per round, so features are computed from the loop
+``State`` directly, never by lowering (lowering costs ~5 ms a state). Each non-inlined compute stage
+is one store statement; its loop nest is the chain of loops it is computed inside (its attach
+target's loops, recursively) followed by its own loops. Everything about memory follows from two
+small matrices per access, computed with numpy:
+
+* ``coef[d, l]``: how much index ``d`` of the buffer moves when loop ``l`` steps by one (exact for
+  the split trees tiling builds; a fused loop moves like its innermost part);
+* ``span[d, l]``: how far index ``d`` ranges while loop ``l`` runs over its extent.
+
+From them come strides, the region touched inside every loop level (bounding box, capped at the
+buffer's shape), cache lines, reuse, and the arithmetic-intensity curve. The access indices and op
+counts of a stage's computation (with inlined producers substituted) depend only on which stages
+are inlined, so they are computed once per (DAG, inline pattern) and cached.
+
+The schema follows Ansor's program features (computation counts; vectorize / unroll / parallel
+lengths and positions; per-buffer access for the top five buffers; arithmetic intensity; allocation;
+loop-nest summary), values scaled by sign(x) * log2(1 + |x|). ``FEATURE_NAMES`` lists every entry
+with a one-line comment; ``FEATURE_VERSION`` changes whenever the meaning of any entry does, and is
+stored with every saved model. The reduction's initialisation store is not a separate row: it
+writes each output point once, which the update's write access already describes.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from compute import dtype as dt
+from compute import expr as E
+from compute.tensor import ComputeOp
+
+logger = logging.getLogger("ansor.features")
+
+FEATURE_VERSION = "ansor-py-features-1"
+CACHE_LINE = 64
+NUM_BUFFERS = 5  # buffers described per statement, most bytes first
+CURVE_POINTS = 10
+
+# ---- the schema ------------------------------------------------------------------------------------
+
+_OP_FEATURES = [
+    ("float_mad", "float multiply-adds (a*b+c), over the whole loop nest"),
+    ("float_addsub", "float additions and subtractions"),
+    ("float_mul", "float multiplications"),
+    ("float_divmod", "float divisions"),
+    ("float_cmp", "float comparisons, min and max"),
+    ("float_math_func", "float math calls (exp, log, tanh, sqrt, ...)"),
+    ("float_other_func", "other float operations (casts to float, negation)"),
+    ("int_mad", "integer multiply-adds"),
+    ("int_addsub", "integer additions and subtractions"),
+    ("int_mul", "integer multiplications"),
+    ("int_divmod", "integer division and modulo"),
+    ("int_cmp", "integer comparisons, min and max"),
+    ("int_math_func", "integer math calls (abs)"),
+    ("int_other_func", "other integer operations (casts, negation)"),
+    ("bool_op", "logical and / or / not"),
+    ("select_op", "selects (if-then-else expressions)"),
+]
+_ANNOT_FEATURES = []
+for _kind, _what in (("vec", "vectorized"), ("unroll", "unrolled"), ("parallel", "parallel")):
+    _ANNOT_FEATURES += [
+        (f"{_kind}_num", f"number of {_what} loops around the statement"),
+        (f"{_kind}_prod", f"product of the extents of the {_what} loops"),
+        (f"{_kind}_len", f"extent of the innermost {_what} loop"),
+    ]
+    for _pos in ("none", "inner_spatial", "middle_spatial", "outer_spatial", "inner_reduce",
+                 "middle_reduce", "outer_reduce", "mixed"):
+        _ANNOT_FEATURES.append((f"{_kind}_pos_{_pos}", f"one-hot: {_what} loop position is {_pos}"))
+_BUFFER_FEATURES = [
+    ("acc_read", "one-hot access type: read only"),
+    ("acc_write", "one-hot access type: write only"),
+    ("acc_readwrite", "one-hot access type: read and write (an accumulator)"),
+    ("bytes", "bytes accessed over the whole loop nest (with repetition)"),
+    ("unique_bytes", "distinct bytes touched over the whole loop nest"),
+    ("lines", "cache lines accessed over the whole loop nest (with repetition)"),
+    ("unique_lines", "distinct cache lines touched"),
+    ("reuse_loop", "one-hot reuse type: carried by a loop the index does not depend on"),
+    ("reuse_serial", "one-hot reuse type: read and written by the same statement, no carrying loop"),
+    ("reuse_none", "one-hot reuse type: no reuse"),
+    ("reuse_dis_iter", "iterations between reuses (product of the loops inside the reusing loop)"),
+    ("reuse_dis_bytes", "bytes touched by the statement between reuses"),
+    ("reuse_ct", "times each element is reused (extent of the reusing loop)"),
+    ("bytes_d_reuse_ct", "bytes / reuse count"),
+    ("unique_bytes_d_reuse_ct", "unique bytes / reuse count"),
+    ("lines_d_reuse_ct", "lines / reuse count"),
+    ("unique_lines_d_reuse_ct", "unique lines / reuse count"),
+    ("stride", "elements the index moves per step of the innermost loop that moves it"),
+]
+_TAIL_FEATURES = (
+    [(f"ai_curve_{i}", f"arithmetic intensity (flops / unique bytes) at loop depth {i} of "
+      f"{CURVE_POINTS}, outermost first") for i in range(CURVE_POINTS)]
+    + [
+        ("alloc_size", "bytes of the statement's own buffer when it is a temporary (else 0)"),
+        ("alloc_prod", "alloc_size x the number of times it is (re)filled"),
+        ("alloc_outer_prod", "product of the loops outside the buffer's allocation"),
+        ("alloc_inner_prod", "product of the statement's own loops"),
+        ("outer_prod", "product of every loop extent around the statement (iterations)"),
+        ("num_loops", "number of loops around the statement"),
+        ("auto_unroll_max_step", "the auto_unroll_max_step pragma of the stage"),
+        ("is_reduction", "1 if the statement accumulates (a reduction update)"),
+        ("pad_waste", "iterations / useful iterations (guards of non-divisible splits)"),
+    ]
+)
+
+FEATURE_DOCS: list[tuple[str, str]] = (
+    _OP_FEATURES + _ANNOT_FEATURES
+    + [(f"B{b}.{n}", c) for b in range(NUM_BUFFERS) for n, c in _BUFFER_FEATURES]
+    + _TAIL_FEATURES
+)
+FEATURE_NAMES: list[str] = [n for n, _ in FEATURE_DOCS]
+NUM_FEATURES = len(FEATURE_NAMES)
+
+_OPS = {n: i for i, (n, _) in enumerate(_OP_FEATURES)}
+_ANNOT_BASE = {"vec": len(_OP_FEATURES), "unroll": len(_OP_FEATURES) + 11,
+               "parallel": len(_OP_FEATURES) + 22}
+_POS = {"none": 0, "inner_spatial": 1, "middle_spatial": 2, "outer_spatial": 3, "inner_reduce": 4,
+        "middle_reduce": 5, "outer_reduce": 6, "mixed": 7}
+_BUF_BASE = len(_OP_FEATURES) + len(_ANNOT_FEATURES)
+_NB = len(_BUFFER_FEATURES)
+_TAIL_BASE = _BUF_BASE + NUM_BUFFERS * _NB
+assert _TAIL_BASE + len(_TAIL_FEATURES) == NUM_FEATURES
+
+
+# ---- static analysis of a stage's computation (cached per DAG and inline pattern) -------------------
+
+class _Access:
+    """One buffer a stage's statement reads: the producer stage and the index's linear map."""
+
+    __slots__ = ("producer", "coef", "count")
+
+    def __init__(self, producer: int, coef: np.ndarray, count: int):
+        self.producer = producer
+        self.coef = coef  # (buffer dims, stage root iterators)
+        self.count = count
+
+
+class _StageInfo:
+    __slots__ = ("ops", "reads", "is_reduce", "flops")
+
+    def __init__(self, ops: np.ndarray, reads: dict[int, _Access], is_reduce: bool, flops: float):
+        self.ops = ops
+        self.reads = reads
+        self.is_reduce = is_reduce
+        self.flops = flops
+
+
+def _linearize(e: E.Expr, cols: dict[int, int], n: int, memo: dict[int, np.ndarray]) -> np.ndarray:
+    """Coefficients of ``e`` in the stage's root iterators. Exact for affine indices; div/mod by a
+    constant is approximated by its average slope, anything else by its first operand."""
+    got = memo.get(id(e))
+    if got is not None:
+        return got
+    out: np.ndarray
+    if isinstance(e, E.Var):
+        out = np.zeros(n)
+        c = cols.get(id(e))
+        if c is not None:
+            out[c] = 1.0
+    elif isinstance(e, E.Binary):
+        a = _linearize(e.a, cols, n, memo)
+        b = _linearize(e.b, cols, n, memo)
+        if e.op == "add":
+            out = a + b
+        elif e.op == "sub":
+            out = a - b
+        elif e.op == "mul":
+            ca = e.a.value if isinstance(e.a, E.Const) else None
+            cb = e.b.value if isinstance(e.b, E.Const) else None
+            out = a * float(cb) if cb is not None else (b * float(ca) if ca is not None else a + b)
+        elif e.op in ("floordiv", "div") and isinstance(e.b, E.Const) and e.b.value:
+            out = a / float(e.b.value)
+        else:
+            out = a
+    elif isinstance(e, E.Cast):
+        out = _linearize(e.value, cols, n, memo)
+    elif isinstance(e, E.Select):
+        out = _linearize(e.true_value, cols, n, memo)
+    else:
+        out = np.zeros(n)
+    memo[id(e)] = out
+    return out
+
+
+def _count_ops(body: E.Expr) -> np.ndarray:
+    """Operations per point of the statement, by Ansor's categories (index arithmetic excluded:
+    it is strength-reduced by the compiler)."""
+    ops = np.zeros(len(_OP_FEATURES))
+    stack: list[E.Expr] = [body]
+    if isinstance(body, E.Reduce):
+        src = body.source
+        pre = "float_" if body.dtype.startswith("float") else "int_"
+        if body.combiner == "sum":
+            if isinstance(src, E.Binary) and src.op == "mul":
+                ops[_OPS[pre + "mad"]] += 1
+                stack = [src.a, src.b]
+            else:
+                ops[_OPS[pre + "addsub"]] += 1
+                stack = [src]
+        else:
+            ops[_OPS[pre + "cmp"]] += 1
+            stack = [src]
+        if body.where is not None:
+            stack.append(body.where)
+            ops[_OPS["select_op"]] += 1
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (E.Const, E.Var, E.TensorLoad)):
+            continue
+        fl = x.dtype.startswith("float")
+        pre = "float_" if fl else "int_"
+        if isinstance(x, E.Binary):
+            if x.op in ("and", "or"):
+                ops[_OPS["bool_op"]] += 1
+            elif x.op in ("add", "sub"):
+                m = x.a if isinstance(x.a, E.Binary) and x.a.op == "mul" else (
+                    x.b if isinstance(x.b, E.Binary) and x.b.op == "mul" else None)
+                if m is not None:
+                    ops[_OPS[pre + "mad"]] += 1
+                    other = x.b if m is x.a else x.a
+                    stack += [m.a, m.b, other]
+                    continue
+                ops[_OPS[pre + "addsub"]] += 1
+            elif x.op == "mul":
+                ops[_OPS[pre + "mul"]] += 1
+            elif x.op in ("div", "floordiv", "floormod"):
+                ops[_OPS[pre + "divmod"]] += 1
+            else:  # min / max
+                ops[_OPS[pre + "cmp"]] += 1
+            stack += [x.a, x.b]
+        elif isinstance(x, E.Compare):
+            ops[_OPS[("float_" if x.a.dtype.startswith("float") else "int_") + "cmp"]] += 1
+            stack += [x.a, x.b]
+        elif isinstance(x, E.Call):
+            ops[_OPS[pre + "math_func"]] += 1
+            stack += list(x.args)
+        elif isinstance(x, E.Select):
+            ops[_OPS["select_op"]] += 1
+            stack += [x.cond, x.true_value, x.false_value]
+        elif isinstance(x, E.Unary):
+            ops[_OPS["bool_op" if x.op == "not" else pre + "other_func"]] += 1
+            stack.append(x.a)
+        elif isinstance(x, E.Cast):
+            ops[_OPS[pre + "other_func"]] += 1
+            stack.append(x.value)
+        else:
+            stack += list(x.children())
+    return ops
+
+
+def _stage_infos(state: Any) -> dict[int, _StageInfo]:
+    """Per non-inlined compute stage: op counts and read accesses, cached by inline pattern."""
+    stages = state.stages
+    key = tuple((s.op.name, s.op.shape, s.compute_at == "inline",
+                 tuple(a.extent for a in getattr(s.op, "reduce_axes", ()))) for s in stages)
+    per_dag = _STATIC_CACHE.setdefault(id(state.dag), (state.dag, {}))[1]
+    got = per_dag.get(key)
+    if got is not None:
+        return got
+    from sketch.lower import effective_bodies
+
+    producer_of = state.producer_map()
+    bodies = effective_bodies(state, producer_of)
+    infos: dict[int, _StageInfo] = {}
+    for k, body in bodies.items():
+        s = stages[k]
+        if s.compute_at == "inline":
+            continue
+        op = s.op
+        roots = list(op.axes) + list(op.reduce_axes)
+        cols = {id(v): i for i, v in enumerate(roots)}
+        memo: dict[int, np.ndarray] = {}
+        reads: dict[int, _Access] = {}
+        for n in E.post_order(body):
+            if isinstance(n, E.TensorLoad):
+                p = producer_of.get(id(n.tensor))
+                if p is None:
+                    continue
+                coef = np.array([_linearize(i, cols, len(roots), memo) for i in n.indices])
+                coef = coef.reshape(len(n.indices), len(roots))
+                if p in reads:
+                    reads[p].count += 1
+                else:
+                    reads[p] = _Access(p, coef, 1)
+        ops = _count_ops(body)
+        flops = float(ops[:7].sum() + ops[0])  # an FMA is two flops
+        infos[k] = _StageInfo(ops, reads, isinstance(body, E.Reduce), flops)
+    per_dag[key] = infos
+    if len(_STATIC_CACHE) > 64:  # DAGs come and go in long sessions; keep the cache bounded
+        _STATIC_CACHE.pop(next(iter(_STATIC_CACHE)))
+    return infos
+
+
+_STATIC_CACHE: dict[int, tuple[Any, dict]] = {}
+
+
+# ---- per-state loop nests -----------------------------------------------------------------------
+
+class _Nest:
+    """The loops around one stage's statement, outermost first, and how its root iterators move."""
+
+    __slots__ = ("ext", "ann", "red", "coef", "span", "n_enc", "own_ext", "region", "useful")
+
+    def __init__(self, ext, ann, red, coef, span, n_enc, own_ext, region, useful):
+        self.ext = ext          # np.ndarray (L,) loop extents
+        self.ann = ann          # list[str] annotation per loop
+        self.red = red          # list[bool] reduce loop?
+        self.coef = coef        # (roots, L): root iterator change per loop step
+        self.span = span        # (roots, L): root iterator range while the loop runs
+        self.n_enc = n_enc      # loops belonging to the attach chain
+        self.own_ext = own_ext  # per persistent iterator id of the stage
+        self.region = region    # extents of the stage's spatial axes (its buffer if local)
+        self.useful = useful    # iterations that do real work (without guard waste)
+
+
+def _iter_maps(stage: Any, ext: list[int], n_root: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per persistent iterator: its step (coef) and range (span) in root-iterator units."""
+    n = len(stage.iters)
+    coef: list[np.ndarray | None] = [None] * n
+    span: list[np.ndarray | None] = [None] * n
+    for r in range(n_root):
+        v = np.zeros(n_root)
+        v[r] = 1.0
+        coef[r] = v
+        span[r] = v * (ext[r] - 1)
+    for rel in stage.relations:
+        if hasattr(rel, "children"):
+            pc = coef[rel.parent]
+            ps = span[rel.parent]
+            stride = 1.0
+            for c in reversed(rel.children):
+                coef[c] = pc * stride
+                span[c] = np.minimum(pc * (stride * (ext[c] - 1)), ps)
+                stride *= ext[c]
+        else:
+            coef[rel.child] = coef[rel.parents[-1]]
+            acc = span[rel.parents[0]]
+            for q in rel.parents[1:]:
+                acc = acc + span[q]
+            span[rel.child] = acc
+    return coef, span  # type: ignore[return-value]
+
+
+def _nests(state: Any, infos: dict[int, _StageInfo]) -> dict[int, _Nest]:
+    from sketch.loop_state import iterator_extents
+
+    stages = state.stages
+    nests: dict[int, _Nest] = {}
+    for k in reversed(range(len(stages))):
+        if k not in infos:
+            continue
+        s = stages[k]
+        op = s.op
+        n_sp = len(op.axes)
+        n_root = s.n_root
+        if s.compute_at == "iter" and s.attach is not None:
+            tid, it_id = s.attach
+            tn = nests.get(tid)
+            if tn is None or it_id not in stages[tid].leaves:
+                raise ValueError(f"stage {s.name}: attach target is not computed before it")
+            n_enc = tn.n_enc + stages[tid].leaves.index(it_id) + 1
+            # The region comes from a reader's index over the reader's loops inside the attach
+            # point; the reader's loops share the attach chain as their prefix.
+            reader = tid if k in infos[tid].reads else next(
+                (r for r in nests if k in infos[r].reads), tid)
+            rn = nests[reader]
+            acc = infos[reader].reads.get(k)
+            if acc is None:
+                raise ValueError(f"stage {s.name} is computed at a loop but nothing reads it")
+            a = np.abs(acc.coef)
+            inner = (a @ rn.span[:, n_enc:]).sum(axis=1) if rn.span.shape[1] > n_enc else np.zeros(n_sp)
+            region = [int(min(op.shape[d], 1 + round(inner[d]))) for d in range(n_sp)]
+            enc_coef = acc.coef @ rn.coef[:, :n_enc]
+            enc_span = a @ rn.span[:, :n_enc]
+            enc_ext, enc_ann, enc_red = rn.ext[:n_enc], rn.ann[:n_enc], rn.red[:n_enc]
+        else:
+            n_enc = 0
+            region = list(op.shape)
+            enc_coef = enc_span = np.zeros((n_sp, 0))
+            enc_ext, enc_ann, enc_red = np.zeros(0), [], []
+        root_ext = region + [ax.extent for ax in op.reduce_axes]
+        ext = iterator_extents(s, root_ext)
+        ic, isp = _iter_maps(s, ext, n_root)
+        leaves = s.leaves
+        own_coef = np.array([ic[l] for l in leaves]).T.reshape(n_root, len(leaves))
+        own_span = np.array([isp[l] for l in leaves]).T.reshape(n_root, len(leaves))
+        full_coef = np.zeros((n_root, n_enc + len(leaves)))
+        full_span = np.zeros_like(full_coef)
+        full_coef[:n_sp, :n_enc] = enc_coef
+        full_span[:n_sp, :n_enc] = enc_span
+        full_coef[:, n_enc:] = own_coef
+        full_span[:, n_enc:] = own_span
+        own = np.array([ext[l] for l in leaves], dtype=float)
+        useful = float(np.prod(enc_ext)) * math.prod(root_ext)
+        nests[k] = _Nest(np.concatenate([enc_ext, own]), list(enc_ann) + [s.iters[l].annotation for l in leaves],
+                         list(enc_red) + [s.iters[l].kind == "reduce" for l in leaves],
+                         full_coef, full_span, n_enc, ext, region, useful)
+    return nests
+
+
+# ---- the feature rows -------------------------------------------------------------------------------
+
+def _slog(x: np.ndarray) -> np.ndarray:
+    return np.sign(x) * np.log2(1.0 + np.abs(x))
+
+
+def _position(idx: list[int], red: list[bool]) -> str:
+    if not idx:
+        return "none"
+    kinds = {red[i] for i in idx}
+    if len(kinds) > 1:
+        return "mixed"
+    r = red[idx[0]]
+    same = [i for i in range(len(red)) if red[i] == r]
+    lo, hi = same[0], same[-1]
+    pos = set()
+    for i in idx:
+        pos.add("inner" if i == hi else ("outer" if i == lo else "middle"))
+    if len(pos) > 1:
+        return "mixed"
+    return f"{pos.pop()}_{'reduce' if r else 'spatial'}"
+
+
+def _statement_row(state: Any, k: int, info: _StageInfo, nest: _Nest, nests: dict[int, _Nest],
+                   buffer_of: dict[int, tuple[tuple[int, ...], int, bool]]) -> np.ndarray:
+    s = state.stages[k]
+    row = np.zeros(NUM_FEATURES)
+    ext = nest.ext
+    L = len(ext)
+    iters = float(np.prod(ext)) if L else 1.0
+    row[: len(_OP_FEATURES)] = info.ops * iters
+
+    # -- vectorize / unroll / parallel --
+    unrolled = [i for i, a in enumerate(nest.ann) if a == "unroll"]
+    if s.auto_unroll_max_step > 0:  # lowering unrolls the innermost serial loops that fit
+        prod = 1.0
+        for i in range(L - 1, nest.n_enc - 1, -1):
+            prod *= ext[i]
+            if prod > s.auto_unroll_max_step:
+                break
+            if nest.ann[i] == "none" and i not in unrolled:
+                unrolled.append(i)
+    for kind, idx in (("vec", [i for i, a in enumerate(nest.ann) if a == "vectorize"]),
+                      ("unroll", sorted(unrolled)),
+                      ("parallel", [i for i, a in enumerate(nest.ann) if a == "parallel"])):
+        b = _ANNOT_BASE[kind]
+        if idx:
+            row[b] = len(idx)
+            row[b + 1] = float(np.prod(ext[idx]))
+            row[b + 2] = ext[idx[-1]]
+        row[b + 3 + _POS[_position(idx, nest.red)]] = 1.0
+
+    # -- buffers --
+    bufs = []  # (bytes, row values)
+    written_shape, written_eb, written_local = buffer_of[k]
+    accesses = [(k, np.eye(len(written_shape), nest.coef.shape[0]), 1, True)]
+    for p, acc in info.reads.items():
+        if p == k:
+            continue
+        accesses.append((p, acc.coef, acc.count, False))
+    rw_self = info.is_reduce
+    uniq_levels = []
+    infos_b = []
+    for p, a_coef, count, is_write in accesses:
+        shape, eb, local = buffer_of[p]
+        coef = a_coef @ nest.coef  # (dims, L)
+        span = np.abs(a_coef) @ nest.span
+        n_cut = 0
+        if local:
+            # A temporary computed inside this nest is refilled each iteration of the loops
+            # outside its attach point: those loops neither move its (local) index nor reuse it.
+            n_cut = min(nests[p].n_enc, L)
+            coef[:, :n_cut] = 0.0
+            span[:, :n_cut] = 0.0
+        shp = np.asarray(shape, dtype=float).reshape(-1, 1)
+        # extent touched inside loop level l (loops l..L-1), l = 0..L
+        cum = np.concatenate([np.cumsum(span[:, ::-1], axis=1)[:, ::-1], np.zeros((len(shape), 1))], axis=1)
+        box = np.minimum(shp, 1.0 + cum)
+        uniq = np.prod(box, axis=0)  # (L+1,)
+        last_b = box[-1] if len(shape) else np.ones(L + 1)
+        lines_lv = (uniq / np.maximum(last_b, 1.0)) * np.ceil(last_b * eb / CACHE_LINE)
+        strides = np.array([math.prod(shape[d + 1:]) for d in range(len(shape))], dtype=float)
+        lstride = strides @ coef if len(shape) else np.zeros(L)
+        uniq_levels.append(uniq * eb)
+        infos_b.append((p, shape, eb, count, is_write, coef, lstride, uniq, lines_lv, n_cut))
+    total_uniq = np.sum(uniq_levels, axis=0)  # bytes touched by the statement inside each level
+
+    for p, shape, eb, count, is_write, coef, lstride, uniq, lines_lv, n_cut in infos_b:
+        v = np.zeros(_NB)
+        rw = is_write and rw_self
+        v[2 if rw else (1 if is_write else 0)] = 1.0
+        nacc = count * (2 if rw else 1)
+        bytes_ = iters * eb * nacc
+        inner_ext = ext[-1] if L else 1.0
+        inner_stride = abs(lstride[-1]) if L else 0.0
+        lines = (iters / inner_ext) * max(1.0, math.ceil(inner_ext * inner_stride * eb / CACHE_LINE)) * nacc
+        moving = np.any(coef != 0.0, axis=0) if L else np.zeros(0, dtype=bool)
+        v[3], v[4], v[5], v[6] = bytes_, uniq[0] * eb, lines, lines_lv[0]
+        reuse_at = next((l for l in range(L - 1, n_cut - 1, -1) if not moving[l] and ext[l] > 1), None)
+        if reuse_at is not None:
+            v[7] = 1.0
+            v[10] = float(np.prod(ext[reuse_at + 1:]))
+            v[11] = total_uniq[reuse_at + 1]
+            v[12] = ext[reuse_at]
+        elif rw:
+            v[8] = 1.0
+            v[10], v[11], v[12] = 1.0, eb, 2.0
+        else:
+            v[9] = 1.0
+        ct = max(v[12], 1.0)
+        v[13], v[14], v[15], v[16] = v[3] / ct, v[4] / ct, v[5] / ct, v[6] / ct
+        mv = np.nonzero(lstride)[0] if L else []
+        v[17] = abs(lstride[mv[-1]]) if len(mv) else 0.0
+        bufs.append((v[3], v[4], v))
+    bufs.sort(key=lambda t: (-t[0], -t[1]))
+    for b, (_, _, v) in enumerate(bufs[:NUM_BUFFERS]):
+        row[_BUF_BASE + b * _NB: _BUF_BASE + (b + 1) * _NB] = v
+
+    # -- arithmetic intensity curve, allocation, nest summary --
+    t = _TAIL_BASE
+    if L:
+        inner_prod = np.cumprod(ext[::-1])[::-1]  # iterations inside each level
+        ai = info.flops * inner_prod / np.maximum(total_uniq[:L], 1.0)
+        xs = np.linspace(0, L - 1, CURVE_POINTS)
+        row[t: t + CURVE_POINTS] = np.interp(xs, np.arange(L), ai)
+    t += CURVE_POINTS
+    if written_local or k not in _param_stage_ids(state):
+        size = math.prod(written_shape) * written_eb
+        outer = float(np.prod(ext[: nest.n_enc])) if nest.n_enc else 1.0
+        row[t], row[t + 1], row[t + 2] = size, size * outer, outer
+    row[t + 3] = float(np.prod(ext[nest.n_enc:])) if L > nest.n_enc else 1.0
+    row[t + 4] = iters
+    row[t + 5] = L
+    row[t + 6] = s.auto_unroll_max_step
+    row[t + 7] = 1.0 if info.is_reduce else 0.0
+    row[t + 8] = iters / max(nest.useful, 1.0)
+    return row
+
+
+def _param_stage_ids(state: Any) -> set[int]:
+    got = state._cache.get("features.params")
+    if got is None:
+        outs = {id(t.op) for t in state.dag.tensors}
+        got = {k for k, s in enumerate(state.stages) if any(id(o) in outs for o in s.produced_ops)}
+        state._cache["features.params"] = got
+    return got
+
+
+def _state_rows(state: Any) -> np.ndarray:
+    infos = _stage_infos(state)
+    nests = _nests(state, infos)
+    params = _param_stage_ids(state)
+    buffer_of: dict[int, tuple[tuple[int, ...], int, bool]] = {}
+    for k, s in enumerate(state.stages):
+        if s.compute_at == "inline":
+            continue
+        eb = dt.nbytes(s.op.output.dtype) if hasattr(s.op, "output") else 4
+        if k in nests and s.compute_at == "iter" and k not in params:
+            buffer_of[k] = (tuple(nests[k].region), eb, True)
+        else:
+            buffer_of[k] = (tuple(s.op.shape), eb, False)
+    rows = [_statement_row(state, k, infos[k], nests[k], nests, buffer_of) for k in sorted(nests)]
+    return _slog(np.array(rows).reshape(len(rows), NUM_FEATURES))
+
+
+def state_features(state: Any) -> np.ndarray:
+    """The (statements x NUM_FEATURES) matrix of one state, cached on the state."""
+    got = state._cache.get("features")
+    if got is None:
+        got = _state_rows(state)
+        state._cache["features"] = got
+    return got
+
+
+def get_per_store_features(states: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Features of many states: ``(rows, group)`` with ``rows`` stacked (sum of statements x
+    NUM_FEATURES) and ``group[i]`` the number of rows of state ``i`` (0 when its features could
+    not be computed: the model then rejects the state)."""
+    mats: list[np.ndarray] = []
+    group = np.zeros(len(states), dtype=np.int64)
+    for i, s in enumerate(states):
+        try:
+            m = state_features(s)
+        except (ValueError, KeyError, IndexError, ZeroDivisionError) as e:
+            logger.debug("no features for a state: %s", e)
+            s._cache["features"] = m = np.zeros((0, NUM_FEATURES))
+        mats.append(m)
+        group[i] = m.shape[0]
+    rows = np.concatenate(mats) if mats else np.zeros((0, NUM_FEATURES))
+    return rows, group
+
+
+def dump_features(state: Any, nonzero_only: bool = True) -> str:
+    """Readable listing of a state's features (debugging): one block per statement, one line per
+    feature with its (log-scaled) value and meaning."""
+    m = state_features(state)
+    names = [state.stages[k].name for k in sorted(_nests(state, _stage_infos(state)))]
+    out = [f"features ({FEATURE_VERSION}, {NUM_FEATURES} per statement, sign*log2(1+|x|))"]
+    for r, name in zip(m, names):
+        out.append(f"statement {name}:")
+        for (n, doc), v in zip(FEATURE_DOCS, r):
+            if v != 0.0 or not nonzero_only:
+                out.append(f"  {n:<28} {v:9.3f}  # {doc}")
+    return "\n".join(out)
