@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib
 import os
 import subprocess
 import sys
@@ -243,8 +244,12 @@ def cmd_tune(ns: argparse.Namespace) -> int:
                   "comparison (ansor tune --help for more)", flush=True)
     else:
         opts = _tune_options(ns, log, trials, per_round, seed=ns.seed)
+    model = _cost_model_arg(ns.cost_model, opts.seed)
+    if isinstance(model, str):
+        print(f"ansor tune: {model}", file=sys.stderr)
+        return 2
     try:
-        result = task.tune(opts)
+        result = task.tune(opts, cost_model=model)
     finally:
         if runner is not None:
             runner.close()
@@ -291,6 +296,9 @@ def _add_tune_parser(sub: argparse._SubParsersAction) -> None:
                    help="stop when the best has not improved for N trials")
     p.add_argument("--population", type=int, metavar="N",
                    help="evolutionary search population size (default 2048)")
+    p.add_argument("--cost-model", dest="cost_model", default="learned", metavar="MODEL",
+                   help="'learned' (LightGBM, default), 'random', or a model file saved by "
+                   "`ansor costmodel train` (warm start from other tasks' records)")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="also print a mark per candidate and the search's statistics; -vv also "
                    "every failed candidate's error")
@@ -351,19 +359,24 @@ def _records_distill(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _records_verify(ns: argparse.Namespace) -> int:
-    import importlib
-
-    from ansor.records import verify_best
-
-    if ns.imports and os.getcwd() not in sys.path:
+def _import_user_modules(mods: Sequence[str]) -> bool:
+    """Import the modules given with --import (they register the user's workloads)."""
+    if mods and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    for mod in ns.imports:  # modules that register the user's workloads
+    for mod in mods:
         try:
             importlib.import_module(mod)
         except ImportError as err:
             print(f"ansor: --import {mod}: {err}", file=sys.stderr)
-            return 2
+            return False
+    return True
+
+
+def _records_verify(ns: argparse.Namespace) -> int:
+    from ansor.records import verify_best
+
+    if not _import_user_modules(ns.imports):
+        return 2
     rows = verify_best(ns.log, number=ns.number, repeat=ns.repeat)
     if not rows:
         print(f"{ns.log}: no valid records to verify")
@@ -414,6 +427,110 @@ def _add_records_parser(sub: argparse._SubParsersAction) -> None:
                    help="import MODULE first (to register its workloads); repeatable")
 
 
+def _cost_model_arg(spec: str, seed: int | None):
+    """The cost model ``--cost-model`` names, or an error message."""
+    from cost_model import LGBModel, RandomModel
+
+    if spec == "learned":
+        return LGBModel(seed=seed)
+    if spec == "random":
+        return RandomModel(seed)
+    if not os.path.isfile(spec):
+        return f"--cost-model {spec!r}: not 'learned', 'random' or a model file"
+    try:
+        return LGBModel.load(spec, seed=seed)
+    except ValueError as err:
+        return str(err)
+
+
+def _costmodel_eval(ns: argparse.Namespace) -> int:
+    import warnings
+
+    from cost_model import LGBModel
+    from cost_model.evaluate import evaluate_task, format_table
+    from cost_model.lgbm_model import samples_from_file
+
+    per_task: dict[str, list] = {}
+    desc: dict[str, str] = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for log in ns.logs:
+            for line_key, state, cost in samples_from_file(log, None):
+                per_task.setdefault(line_key, []).append((state, cost))
+                desc.setdefault(line_key, state.dag.tensors[-1].op.name)
+    for w in caught[:3]:
+        print(f"warning: {w.message}", file=sys.stderr)
+    rows, skipped = [], []
+    for key, samples in per_task.items():
+        if len(samples) <= ns.train:
+            skipped.append(f"{desc[key]} ({len(samples)} records)")
+            continue
+        rows.append(evaluate_task(samples, lambda: LGBModel(seed=ns.seed), key, desc[key],
+                                  train_size=ns.train, split=ns.split, seed=ns.seed, top=ns.top))
+    if not rows:
+        print(f"ansor costmodel eval: no task has more than --train {ns.train} records "
+              f"({', '.join(skipped) or 'no records'})", file=sys.stderr)
+        return 1
+    print(f"cost model: LightGBM pack-sum, trained on the first {ns.train} records of each task "
+          f"({ns.split} split), scored on the rest")
+    print(format_table(rows, ns.top))
+    if skipped:
+        print(f"skipped (too few records): {', '.join(skipped)}")
+    return 0
+
+
+def _costmodel_train(ns: argparse.Namespace) -> int:
+    from cost_model import LGBModel
+
+    model = LGBModel(seed=ns.seed)
+    added = sum(model.update_from_file(log) for log in ns.logs)
+    if not model.num_samples():
+        print("ansor costmodel train: no usable records in " + ", ".join(ns.logs), file=sys.stderr)
+        return 1
+    model.train()
+    model.save(ns.output)
+    print(f"trained on {added} records of {len(model.data)} task(s) in {model.train_seconds:.1f} s "
+          f"-> {ns.output} (use: ansor tune WORKLOAD --cost-model {ns.output})")
+    return 0
+
+
+def cmd_costmodel(ns: argparse.Namespace) -> int:
+    handler = {"eval": _costmodel_eval, "train": _costmodel_train}.get(ns.costmodel_command)
+    if handler is None:
+        print("ansor costmodel: give a command: eval or train (see --help)", file=sys.stderr)
+        return 2
+    missing = [p for p in ns.logs if not os.path.isfile(p)]
+    if missing:
+        print(f"ansor: no record file {missing[0]!r}", file=sys.stderr)
+        return 2
+    if ns.costmodel_command == "eval" and ns.train < 1:
+        print("ansor costmodel eval: --train must be positive", file=sys.stderr)
+        return 2
+    if not _import_user_modules(ns.imports):
+        return 2
+    return handler(ns)
+
+
+def _add_costmodel_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("costmodel", help="evaluate or train the learned cost model on record logs")
+    cs = p.add_subparsers(dest="costmodel_command")
+    q = cs.add_parser("eval", help="train on each task's first records, print pairwise ranking "
+                      "accuracy and top-k recall on the rest")
+    q.add_argument("logs", nargs="+", metavar="LOG")
+    q.add_argument("--train", type=int, default=512, help="records per task to train on (default 512)")
+    q.add_argument("--split", choices=("chrono", "random"), default="chrono",
+                   help="held-out records: the later ones (default) or a random part")
+    q.add_argument("--top", type=float, default=0.05, help="top share for recall (default 0.05)")
+    q.add_argument("--seed", type=int, default=0)
+    q = cs.add_parser("train", help="train on every record of the logs and save the model")
+    q.add_argument("logs", nargs="+", metavar="LOG")
+    q.add_argument("-o", "--output", required=True, help="model file to write")
+    q.add_argument("--seed", type=int, default=0)
+    for q in cs.choices.values():
+        q.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                       help="import MODULE first (to register its workloads); repeatable")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ansor", description="Template-free auto-scheduler for "
                                      "tensor programs on x86 CPUs. With no command: the default job.")
@@ -424,9 +541,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--args", help="shape arguments, e.g. 1024,1024,1024 (default: the workload's)")
     _add_tune_parser(sub)
     _add_records_parser(sub)
+    _add_costmodel_parser(sub)
     ns = parser.parse_args(argv)
     handlers = {None: cmd_default, "workloads": cmd_workloads, "build": cmd_build,
-                "tune": cmd_tune, "records": cmd_records}
+                "tune": cmd_tune, "records": cmd_records, "costmodel": cmd_costmodel}
     return handlers[ns.command](ns)
 
 
