@@ -139,14 +139,43 @@ class _Access:
         self.count = count
 
 
-class _StageInfo:
-    __slots__ = ("ops", "reads", "is_reduce", "flops")
+class _Accesses:
+    """Every buffer a statement touches, stacked: index maps right-aligned in (buffers, dims,
+    root iterators); the written buffer first."""
 
-    def __init__(self, ops: np.ndarray, reads: dict[int, _Access], is_reduce: bool, flops: float):
+    __slots__ = ("producers", "a", "abs_a", "count", "is_write")
+
+    def __init__(self, k: int, n_sp: int, n_root: int, reads: dict[int, _Access]):
+        items = [(k, np.eye(n_sp, n_root), 1, True)] + [
+            (p, r.coef, r.count, False) for p, r in reads.items() if p != k]
+        dims = max(m.shape[0] for _, m, _, _ in items)
+        self.producers = [p for p, _, _, _ in items]
+        self.a = np.zeros((len(items), max(dims, 1), n_root))
+        for b, (_, m, _, _) in enumerate(items):
+            if m.shape[0]:
+                self.a[b, self.a.shape[1] - m.shape[0]:, :] = m
+        self.abs_a = np.abs(self.a)
+        self.count = np.array([c for _, _, c, _ in items], dtype=float)
+        self.is_write = np.array([w for _, _, _, w in items])
+
+
+class _StageInfo:
+    __slots__ = ("ops", "reads", "is_reduce", "flops", "n_sp", "n_root", "_acc")
+
+    def __init__(self, ops: np.ndarray, reads: dict[int, _Access], is_reduce: bool, flops: float,
+                 n_sp: int, n_root: int):
         self.ops = ops
         self.reads = reads
         self.is_reduce = is_reduce
         self.flops = flops
+        self.n_sp = n_sp
+        self.n_root = n_root
+        self._acc: _Accesses | None = None
+
+    def accesses(self, k: int) -> _Accesses:
+        if self._acc is None:
+            self._acc = _Accesses(k, self.n_sp, self.n_root, self.reads)
+        return self._acc
 
 
 def _linearize(e: E.Expr, cols: dict[int, int], n: int, memo: dict[int, np.ndarray]) -> np.ndarray:
@@ -288,7 +317,7 @@ def _stage_infos(state: Any) -> dict[int, _StageInfo]:
                     reads[p] = _Access(p, coef, 1)
         ops = _count_ops(body)
         flops = float(ops[:7].sum() + ops[0])  # an FMA is two flops
-        infos[k] = _StageInfo(ops, reads, isinstance(body, E.Reduce), flops)
+        infos[k] = _StageInfo(ops, reads, isinstance(body, E.Reduce), flops, len(op.axes), len(roots))
     per_dag[key] = infos
     if len(_STATIC_CACHE) > 64:  # DAGs come and go in long sessions; keep the cache bounded
         _STATIC_CACHE.pop(next(iter(_STATIC_CACHE)))
@@ -454,80 +483,83 @@ def _statement_row(state: Any, k: int, info: _StageInfo, nest: _Nest, nests: dic
             row[b + 2] = ext[idx[-1]]
         row[b + 3 + _POS[_position(idx, nest.red)]] = 1.0
 
-    # -- buffers --
-    bufs = []  # (bytes, row values)
-    written_shape, written_eb, written_local = buffer_of[k]
-    accesses = [(k, np.eye(len(written_shape), nest.coef.shape[0]), 1, True)]
-    for p, acc in info.reads.items():
-        if p == k:
-            continue
-        accesses.append((p, acc.coef, acc.count, False))
-    rw_self = info.is_reduce
-    uniq_levels = []
-    infos_b = []
-    for p, a_coef, count, is_write in accesses:
-        shape, eb, local = buffer_of[p]
-        coef = a_coef @ nest.coef  # (dims, L)
-        span = np.abs(a_coef) @ nest.span
-        n_cut = 0
+    # -- buffers: every access at once, dims right-aligned and padded with size-1 dims --
+    acc = info.accesses(k)
+    nb, D = acc.a.shape[0], acc.a.shape[1]
+    shape = np.ones((nb, D))
+    eb = np.empty(nb)
+    cut = np.zeros(nb, dtype=np.int64)
+    for b, p in enumerate(acc.producers):
+        shp, e, local = buffer_of[p]
+        if shp:
+            shape[b, D - len(shp):] = shp
+        eb[b] = e
         if local:
             # A temporary computed inside this nest is refilled each iteration of the loops
             # outside its attach point: those loops neither move its (local) index nor reuse it.
-            n_cut = min(nests[p].n_enc, L)
-            coef[:, :n_cut] = 0.0
-            span[:, :n_cut] = 0.0
-        shp = np.asarray(shape, dtype=float).reshape(-1, 1)
-        # extent touched inside loop level l (loops l..L-1), l = 0..L
-        cum = np.concatenate([np.cumsum(span[:, ::-1], axis=1)[:, ::-1], np.zeros((len(shape), 1))], axis=1)
-        box = np.minimum(shp, 1.0 + cum)
-        uniq = np.prod(box, axis=0)  # (L+1,)
-        last_b = box[-1] if len(shape) else np.ones(L + 1)
-        lines_lv = (uniq / np.maximum(last_b, 1.0)) * np.ceil(last_b * eb / CACHE_LINE)
-        strides = np.array([math.prod(shape[d + 1:]) for d in range(len(shape))], dtype=float)
-        lstride = strides @ coef if len(shape) else np.zeros(L)
-        uniq_levels.append(uniq * eb)
-        infos_b.append((p, shape, eb, count, is_write, coef, lstride, uniq, lines_lv, n_cut))
-    total_uniq = np.sum(uniq_levels, axis=0)  # bytes touched by the statement inside each level
+            cut[b] = min(nests[p].n_enc, L)
+    live = (np.arange(L)[None, :] >= cut[:, None]).astype(float)  # (nb, L)
+    coef = (acc.a @ nest.coef) * live[:, None, :]  # (nb, D, L)
+    span = (acc.abs_a @ nest.span) * live[:, None, :]
+    # extent of each index touched inside loop level l (loops l..L-1), for l = 0..L
+    cum = np.zeros((nb, D, L + 1))
+    cum[:, :, :L] = np.cumsum(span[:, :, ::-1], axis=2)[:, :, ::-1]
+    box = np.minimum(shape[:, :, None], 1.0 + cum)
+    uniq = np.prod(box, axis=1)  # (nb, L+1) elements
+    last = box[:, -1, :]
+    lines_lv = uniq / last * np.ceil(last * eb[:, None] / CACHE_LINE)
+    strides = np.ones((nb, D))
+    strides[:, :-1] = np.cumprod(shape[:, :0:-1], axis=1)[:, ::-1]
+    lstride = np.einsum("bd,bdl->bl", strides, coef)  # (nb, L) elements per step of each loop
+    uniq_bytes = uniq * eb[:, None]
+    total_uniq = uniq_bytes.sum(axis=0)  # bytes the statement touches inside each level
 
-    for p, shape, eb, count, is_write, coef, lstride, uniq, lines_lv, n_cut in infos_b:
-        v = np.zeros(_NB)
-        rw = is_write and rw_self
-        v[2 if rw else (1 if is_write else 0)] = 1.0
-        nacc = count * (2 if rw else 1)
-        bytes_ = iters * eb * nacc
-        inner_ext = ext[-1] if L else 1.0
-        inner_stride = abs(lstride[-1]) if L else 0.0
-        lines = (iters / inner_ext) * max(1.0, math.ceil(inner_ext * inner_stride * eb / CACHE_LINE)) * nacc
-        moving = np.any(coef != 0.0, axis=0) if L else np.zeros(0, dtype=bool)
-        v[3], v[4], v[5], v[6] = bytes_, uniq[0] * eb, lines, lines_lv[0]
-        reuse_at = next((l for l in range(L - 1, n_cut - 1, -1) if not moving[l] and ext[l] > 1), None)
-        if reuse_at is not None:
-            v[7] = 1.0
-            v[10] = float(np.prod(ext[reuse_at + 1:]))
-            v[11] = total_uniq[reuse_at + 1]
-            v[12] = ext[reuse_at]
-        elif rw:
-            v[8] = 1.0
-            v[10], v[11], v[12] = 1.0, eb, 2.0
+    v = np.zeros((nb, _NB))
+    rw = acc.is_write & info.is_reduce
+    v[np.arange(nb), np.where(rw, 2, np.where(acc.is_write, 1, 0))] = 1.0
+    nacc = acc.count * np.where(rw, 2, 1)
+    v[:, 3] = iters * eb * nacc
+    v[:, 4] = uniq_bytes[:, 0]
+    if L:
+        inner = ext[-1]
+        v[:, 5] = (iters / inner) * np.maximum(1.0, np.ceil(inner * np.abs(lstride[:, -1]) * eb / CACHE_LINE)) * nacc
+    else:
+        v[:, 5] = iters * nacc
+    v[:, 6] = lines_lv[:, 0]
+    moving = np.any(coef != 0.0, axis=1)  # (nb, L)
+    carried = ~moving & (ext > 1)[None, :] & (live > 0)
+    has = carried.any(axis=1)
+    reuse_at = (L - 1) - np.argmax(carried[:, ::-1], axis=1) if L else np.zeros(nb, dtype=np.int64)
+    inner_prod = np.ones(L + 1)
+    if L:
+        inner_prod[:L] = np.cumprod(ext[::-1])[::-1]  # iterations inside each level
+    for b in range(nb):
+        if has[b]:
+            r = reuse_at[b]
+            v[b, 7] = 1.0
+            v[b, 10] = inner_prod[r + 1]
+            v[b, 11] = total_uniq[r + 1]
+            v[b, 12] = ext[r]
+        elif rw[b]:
+            v[b, 8] = 1.0
+            v[b, 10], v[b, 11], v[b, 12] = 1.0, eb[b], 2.0
         else:
-            v[9] = 1.0
-        ct = max(v[12], 1.0)
-        v[13], v[14], v[15], v[16] = v[3] / ct, v[4] / ct, v[5] / ct, v[6] / ct
-        mv = np.nonzero(lstride)[0] if L else []
-        v[17] = abs(lstride[mv[-1]]) if len(mv) else 0.0
-        bufs.append((v[3], v[4], v))
-    bufs.sort(key=lambda t: (-t[0], -t[1]))
-    for b, (_, _, v) in enumerate(bufs[:NUM_BUFFERS]):
-        row[_BUF_BASE + b * _NB: _BUF_BASE + (b + 1) * _NB] = v
+            v[b, 9] = 1.0
+        nz = np.flatnonzero(lstride[b])
+        v[b, 17] = abs(lstride[b, nz[-1]]) if len(nz) else 0.0
+    ct = np.maximum(v[:, 12], 1.0)
+    v[:, 13:17] = v[:, 3:7] / ct[:, None]
+    order = np.lexsort((-v[:, 4], -v[:, 3]))[:NUM_BUFFERS]
+    row[_BUF_BASE: _BUF_BASE + len(order) * _NB] = v[order].ravel()
 
     # -- arithmetic intensity curve, allocation, nest summary --
     t = _TAIL_BASE
     if L:
-        inner_prod = np.cumprod(ext[::-1])[::-1]  # iterations inside each level
-        ai = info.flops * inner_prod / np.maximum(total_uniq[:L], 1.0)
+        ai = info.flops * inner_prod[:L] / np.maximum(total_uniq[:L], 1.0)
         xs = np.linspace(0, L - 1, CURVE_POINTS)
         row[t: t + CURVE_POINTS] = np.interp(xs, np.arange(L), ai)
     t += CURVE_POINTS
+    written_shape, written_eb, written_local = buffer_of[k]
     if written_local or k not in _param_stage_ids(state):
         size = math.prod(written_shape) * written_eb
         outer = float(np.prod(ext[: nest.n_enc])) if nest.n_enc else 1.0
