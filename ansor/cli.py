@@ -197,9 +197,10 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     from ansor.search_task import SearchTask
     from compute.ops import get_workload
 
-    for name in ("trials", "per_round", "early_stopping", "population"):
+    for name in ("trials", "per_round", "early_stopping", "population", "timeout", "min_repeat_ms"):
         v = getattr(ns, name)
-        if v is not None and v < (0 if name == "trials" else 1):
+        if v is not None and (v <= 0 if name in ("timeout", "min_repeat_ms")
+                              else v < (0 if name == "trials" else 1)):
             print(f"ansor tune: --{name.replace('_', '-')} must be "
                   f"{'>= 0' if name == 'trials' else 'positive'}, got {v}", file=sys.stderr)
             return 2
@@ -243,7 +244,13 @@ def cmd_tune(ns: argparse.Namespace) -> int:
                   f"{num_threads()} thread(s), {trials} trials, then numpy's a @ b for "
                   "comparison (ansor tune --help for more)", flush=True)
     else:
-        opts = _tune_options(ns, log, trials, per_round, seed=ns.seed)
+        if ns.timeout is not None or ns.min_repeat_ms is not None:
+            from measure.runner import LocalRunner
+
+            runner = LocalRunner(timeout=ns.timeout if ns.timeout is not None else 10.0,
+                                 min_repeat_ms=ns.min_repeat_ms if ns.min_repeat_ms is not None else 100)
+        opts = _tune_options(ns, log, trials, per_round, seed=ns.seed,
+                             **({"runner": runner} if runner is not None else {}))
     model = _cost_model_arg(ns.cost_model, opts.seed)
     if isinstance(model, str):
         print(f"ansor tune: {model}", file=sys.stderr)
@@ -296,6 +303,10 @@ def _add_tune_parser(sub: argparse._SubParsersAction) -> None:
                    help="stop when the best has not improved for N trials")
     p.add_argument("--population", type=int, metavar="N",
                    help="evolutionary search population size (default 2048)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="runner timeout per candidate (default 10; a slower candidate is an error)")
+    p.add_argument("--min-repeat-ms", dest="min_repeat_ms", type=float, metavar="MS",
+                   help="each timing repeats the kernel for at least this long (default 100)")
     p.add_argument("--cost-model", dest="cost_model", default="learned", metavar="MODEL",
                    help="'learned' (LightGBM, default), 'random', or a model file saved by "
                    "`ansor costmodel train` (warm start from other tasks' records)")

@@ -35,6 +35,12 @@ WORKLOADS = {  # short name -> (registered workload, args)
 }
 
 
+# Random candidates of a 1024^3 GEMM can take seconds per call; a 10 s timeout spent on each of them
+# would double the experiment's length without changing which programs are fast.
+RUNNER_TIMEOUT = 3.0
+MIN_REPEAT_MS = 50
+
+
 def curve_from_log(path: str) -> list[float]:
     """Best GFLOPS after each record of the log, in the order measured (0 until one succeeds)."""
     from measure.record import LineWarner, iter_lines
@@ -55,7 +61,8 @@ def run_tune(name: str, args: tuple, model: str, seed: int, trials: int, log: st
         return 0.0
     cmd = [sys.executable, "-m", "ansor.cli", "tune", name, "--args", ",".join(map(str, args)),
            "--trials", str(missing), "--per-round", str(per_round), "--seed", str(seed),
-           "--cost-model", model, "--log", log]
+           "--cost-model", model, "--log", log, "--timeout", str(RUNNER_TIMEOUT),
+           "--min-repeat-ms", str(MIN_REPEAT_MS)]
     t0 = time.monotonic()
     print(f"$ {' '.join(cmd[2:])}", flush=True)
     subprocess.run(cmd, check=True, cwd=os.path.dirname(HERE))
