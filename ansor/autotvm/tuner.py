@@ -1,0 +1,431 @@
+"""The template tuning loop, shared by every tuner: propose, instantiate, measure, record, learn.
+
+A tuner subclass only decides *which* configurations to try (``next_batch``) and learns from what
+was measured (``update``, scores in GFLOPS, 0 for a failure). ``Tuner.tune`` does the rest, the same
+way for all of them, so that they differ in their search alone:
+
+* each proposed index is instantiated in this process; a configuration whose steps do not apply
+  becomes an INSTANTIATION_ERROR result (recorded and counted like any failed measurement, never
+  raised);
+* the valid states are measured together by ``measure_batch`` (the auto-scheduler's builder and
+  runner) and every result is appended to the log at once, with its configuration
+  (``records.ConfigRecordToFile``);
+* with an existing log, the run resumes: configurations already in it (same template and space,
+  or the same state) are never measured again, the tuner is told their scores, and the best
+  starts from the log's. ``n_trial`` counts new measurements, as ``SearchTask.tune``'s
+  ``num_measure_trials`` does;
+* progress lines in AutoTVM's form, one per batch and a last one ending in "Done."::
+
+      [Task matmul] Current/Best:  215.34/ 2271.11 GFLOPS | Progress: (400/400) | 2128.74 s Done.
+
+  "Current" is the best of the latest batch.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from measure.local import measure_batch
+from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
+from measure.record import target_summary, truncate_msg
+
+from .measure import MeasureOption
+from .records import ConfigRecord, ConfigRecordToFile, config_of, iter_config_records
+from .space import ConfigEntity
+from .task import InstantiationError, TemplateTask
+
+__all__ = ["DEFAULT_BATCH_SIZE", "MAX_CONSECUTIVE_ERRORS", "TuneSummary", "Tuner"]
+
+logger = logging.getLogger("ansor.autotvm")
+
+DEFAULT_BATCH_SIZE = 64
+# As the auto-scheduler: this many failures in a row means the space or the machine is broken.
+MAX_CONSECUTIVE_ERRORS = 150
+# Rounds in a row in which the tuner proposed nothing new before the loop gives up on it.
+MAX_EMPTY_ROUNDS = 3
+# Random draws tried before enumerating the unvisited configurations of a small space.
+RANDOM_DRAWS = 64
+# Enumerating unvisited configurations is fine up to this many (a list of ints).
+MAX_ENUMERATE = 1 << 21
+
+STOP_BUDGET = "trial budget reached"
+STOP_INTERRUPTED = "interrupted (Ctrl-C)"
+STOP_EXHAUSTED = "the space is exhausted (every configuration measured)"
+
+Callback = Callable[["Tuner", Sequence[MeasureInput], Sequence[MeasureResult]], None]
+
+
+@dataclass(frozen=True)
+class TuneSummary:
+    """What one ``tune`` call found. ``best_*`` cover the resumed records too; ``trials``,
+    ``errors`` and ``curve`` (best GFLOPS after each new trial) only this call's measurements."""
+
+    task_name: str
+    best_config: ConfigEntity | None
+    best_state: Any
+    best_cost: float | None
+    best_gflops: float
+    trials: int
+    errors: int
+    wall_seconds: float
+    stop_reason: str
+    resumed_records: int = 0
+    curve: tuple[float, ...] = field(default=(), repr=False)
+    log_file: str | None = None
+
+
+def gflops_of(flop: float, res: MeasureResult) -> float:
+    """A measurement's score: GFLOPS, 0 for a failure (the tuners' fitness)."""
+    if not res.ok or not res.costs or res.mean_cost >= MAX_FLOAT or res.mean_cost <= 0:
+        return 0.0
+    # Without a flop count, rank by speed alone (1 "flop" per call).
+    return (flop or 1.0) / res.mean_cost / 1e9
+
+
+class Tuner:
+    """Base class of the template tuners. Subclasses implement ``next_batch`` and usually
+    ``update``; ``visited`` holds every configuration index measured (or resumed) so far."""
+
+    def __init__(self, task: TemplateTask, seed: int | None = None):
+        if not isinstance(task, TemplateTask):
+            raise TypeError(f"a tuner needs a TemplateTask (autotvm.create_task), got "
+                            f"{type(task).__name__}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"seed must be an integer or None, got {seed!r}")
+        self.task = task
+        self.space = task.space
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.visited: set[int] = set()
+        self.best_config: ConfigEntity | None = None
+        self.best_state: Any = None
+        self.best_cost: float | None = None
+        self.best_gflops = 0.0
+        # Canonical state key -> score: a configuration whose state was measured already (under
+        # another index, or by another tool into the same log) is not measured again.
+        self._known_states: dict[str, float] = {}
+
+    # ---- the strategy: what subclasses implement ----------------------------------------------
+    def next_batch(self, batch_size: int) -> list[int]:
+        """Up to ``batch_size`` configuration indices to measure next, none in ``visited``."""
+        raise NotImplementedError
+
+    def update(self, indices: Sequence[int], scores: Sequence[float]) -> None:
+        """Learn from measured configurations: ``scores`` in GFLOPS, 0 for failures."""
+
+    def has_next(self) -> bool:
+        return len(self.visited) < len(self.space)
+
+    def load_history(self, records: Any, min_records: int = 0) -> int:
+        """Learn from earlier logs (transfer). Only model-based tuners use history; this one
+        ignores it and returns 0."""
+        return 0
+
+    # ---- helpers for subclasses ---------------------------------------------------------------
+    def sample_unvisited(self, n: int, exclude: Iterable[int] = ()) -> list[int]:
+        """Up to ``n`` distinct random indices, none visited or in ``exclude``."""
+        taken = set(exclude)
+        out: list[int] = []
+        size = len(self.space)
+        free = size - len(self.visited) - len(taken - self.visited)
+        misses = 0
+        while len(out) < n and free > 0:
+            i = self.rng.randrange(size)
+            if i in self.visited or i in taken:
+                misses += 1
+                if misses >= RANDOM_DRAWS:
+                    break
+                continue
+            misses = 0
+            taken.add(i)
+            out.append(i)
+            free -= 1
+        if len(out) < n and free > 0 and size <= MAX_ENUMERATE:
+            # A nearly exhausted small space: draw from what is left.
+            rest = [i for i in range(size) if i not in self.visited and i not in taken]
+            self.rng.shuffle(rest)
+            out.extend(rest[: n - len(out)])
+        return out
+
+    # ---- the loop ------------------------------------------------------------------------------
+    def tune(self, n_trial: int, measure_option: MeasureOption | None = None,
+             log_file: str | os.PathLike | None = None, early_stopping: int | None = None,
+             batch_size: int = DEFAULT_BATCH_SIZE, verbose: int = 1,
+             callbacks: Sequence[Callback] = ()) -> TuneSummary:
+        """Measure up to ``n_trial`` new configurations; see the module docstring.
+
+        ``measure_option``: ``autotvm.measure_option(builder=..., runner=...)`` (default: local
+        builder and runner, created and closed by this call). ``log_file``: records appended
+        after every batch and resumed from if the file exists. ``early_stopping``: stop when the
+        best has not improved for this many trials. ``verbose``: 0 silent, 1 progress lines, 2
+        also the builder's and runner's per-candidate marks. ``callbacks``: called as
+        ``cb(tuner, inputs, results)`` after every batch.
+        """
+        for name, v, lo in (("n_trial", n_trial, 0), ("batch_size", batch_size, 1),
+                            ("verbose", verbose, 0)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"tune: {name} must be an integer >= {lo}, got {v!r}")
+        if early_stopping is not None and (isinstance(early_stopping, bool)
+                                           or not isinstance(early_stopping, int)
+                                           or early_stopping < 1):
+            raise ValueError(f"tune: early_stopping must be a positive integer or None, got "
+                             f"{early_stopping!r}")
+        if measure_option is None:
+            measure_option = MeasureOption()
+        elif not isinstance(measure_option, MeasureOption):
+            raise TypeError("tune: measure_option must come from autotvm.measure_option(...), got "
+                            f"{type(measure_option).__name__}")
+        if log_file is not None and not isinstance(log_file, (str, os.PathLike)):
+            raise TypeError(f"tune: log_file must be a path or None, got {type(log_file).__name__}")
+        return _Session(self, n_trial, measure_option, log_file, early_stopping, batch_size,
+                        verbose, list(callbacks)).run()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.task.name}, {len(self.visited)} visited)"
+
+
+class _Session:
+    """One ``tune`` call: its counters and output, so the loop stays readable."""
+
+    def __init__(self, tuner: Tuner, n_trial: int, mo: MeasureOption,
+                 log_file: str | os.PathLike | None, early_stopping: int | None, batch_size: int,
+                 verbose: int, callbacks: list[Callback]):
+        self.tuner, self.task = tuner, tuner.task
+        self.n_trial, self.mo, self.early_stopping = n_trial, mo, early_stopping
+        self.batch_size, self.verbose, self.callbacks = batch_size, verbose, callbacks
+        self.log_path = None if log_file is None else os.fspath(log_file)
+        self.recorder = None if self.log_path is None else ConfigRecordToFile(
+            self.log_path, self.task.template.name, self.task.space.signature)
+        self.flop = self.task.flop
+        self.trials = self.errors = self.consecutive_errors = self.resumed = 0
+        self.last_improvement = 0
+        self.curve: list[float] = []
+        self.last_current = 0.0  # the best score of the latest batch ("Current" in progress)
+        self.t_start = time.monotonic()
+        self.tag = f"[Task {self.task.name}]"
+
+    def say(self, text: str) -> None:
+        if self.verbose >= 1:
+            print(text, flush=True)
+
+    def progress(self, current: float, done: bool = False) -> str:
+        return (f"{self.tag} Current/Best: {current:8.2f}/{self.tuner.best_gflops:8.2f} GFLOPS | "
+                f"Progress: ({self.trials}/{self.n_trial}) | "
+                f"{time.monotonic() - self.t_start:.2f} s" + (" Done." if done else ""))
+
+    # ---- bookkeeping ----
+    def book(self, cfg: ConfigEntity | None, state: Any, res: MeasureResult) -> float:
+        """Update the tuner's best with one result; returns its score."""
+        t = self.tuner
+        score = gflops_of(self.flop, res)
+        if score > t.best_gflops:
+            t.best_gflops, t.best_cost = score, res.mean_cost
+            t.best_config, t.best_state = cfg, state
+        return score
+
+    def resume(self) -> None:
+        path = self.log_path
+        if path is None or not os.path.isfile(path) or os.path.getsize(path) == 0:
+            return
+        t, task = self.tuner, self.task
+        here = target_summary()["key"]
+        indices: list[int] = []
+        scores: list[float] = []
+        other_target = 0
+        for rec in iter_config_records(path):
+            if rec.line.workload_key != task.workload_key:
+                continue
+            if rec.line.target_key != here:
+                other_target += 1  # timed on another machine: neither measured here nor comparable
+                continue
+            self.resumed += 1
+            cfg = config_of(rec, task)
+            score = rec.gflops
+            # A configuration that did not instantiate is recorded with the initial state, which
+            # says nothing about that state: only real measurements mark states as measured.
+            failed_early = rec.line.result.error_no == MeasureErrorNo.INSTANTIATION_ERROR
+            state = None if failed_early and cfg is not None else self._replay(rec)
+            if state is not None:
+                key = state.canonical_key()
+                t._known_states[key] = max(score, t._known_states.get(key, 0.0))
+            if cfg is not None and cfg.index not in t.visited:
+                t.visited.add(cfg.index)
+                indices.append(cfg.index)
+                scores.append(score)
+            if rec.line.is_valid and state is not None:
+                self.book(cfg, state, rec.line.result)
+        if indices:
+            t.update(indices, scores)
+        if self.resumed or other_target:
+            other = (f"; {other_target} record(s) of another CPU/toolchain ignored"
+                     if other_target else "")
+            self.say(f"{self.tag} resuming from {path}: {self.resumed} record(s), "
+                     f"{len(indices)} configuration(s) of this space, best "
+                     f"{t.best_gflops:.2f} GFLOPS{other}")
+
+    def _replay(self, rec: ConfigRecord) -> Any:
+        try:
+            return self.task.dag.replay(rec.line.steps)
+        except Exception as err:  # noqa: BLE001 - steps from a file may fail in any way
+            logger.info("record line %d does not replay: %s", rec.line.lineno, err)
+            return None
+
+    # ---- one batch ----
+    def round(self, builder: Any, runner: Any) -> str | None:
+        t, task = self.tuner, self.task
+        n = min(self.batch_size, self.n_trial - self.trials)
+        batch: list[int] = []
+        seen: set[int] = set()
+        for i in t.next_batch(n) or ():
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(t.space):
+                logger.warning("%s proposed an invalid index %r; ignored", type(t).__name__, i)
+                continue
+            if i in t.visited or i in seen:
+                continue
+            seen.add(i)
+            batch.append(i)
+            if len(batch) == n:
+                break
+        if not batch:
+            return None  # the caller counts empty rounds
+
+        init = task.dag.init_state()
+        measured: list[tuple[int, ConfigEntity, Any]] = []   # to measure
+        failed: list[tuple[int, ConfigEntity, MeasureResult]] = []  # did not instantiate
+        reused: list[tuple[int, float]] = []  # same state as a measured one
+        later: list[tuple[int, str]] = []  # same state as another config of this batch
+        batch_keys: set[str] = set()
+        for i in batch:
+            t.visited.add(i)
+            cfg = t.space.get(i)
+            try:
+                state = task.instantiate(cfg)
+            except InstantiationError as err:
+                failed.append((i, cfg, MeasureResult(
+                    (MAX_FLOAT,), int(MeasureErrorNo.INSTANTIATION_ERROR),
+                    truncate_msg(f"configuration {i} does not instantiate: {err}"))))
+                continue
+            key = state.canonical_key()
+            known = t._known_states.get(key)
+            if known is not None:
+                reused.append((i, known))
+            elif key in batch_keys:
+                later.append((i, key))
+            else:
+                batch_keys.add(key)
+                measured.append((i, cfg, state))
+
+        inputs = [MeasureInput(task.search_task, s) for _, _, s in measured]
+        results: list[MeasureResult] = []
+        if inputs:
+            try:
+                results = measure_batch(inputs, builder, runner, verbose=max(0, self.verbose - 1))
+            except Exception as err:  # noqa: BLE001 - a measurement failure is the batch's
+                logger.exception("measuring a batch of %d configurations failed", len(inputs))
+                results = [MeasureResult((MAX_FLOAT,), int(MeasureErrorNo.UNKNOWN),
+                                         f"measurement failed: {type(err).__name__}: {err}")
+                           for _ in inputs]
+
+        # In proposal order: the log, the curve and the tuner see the batch the same way.
+        by_index = {i: (c, s, r) for (i, c, s), r in zip(measured, results)}
+        by_index.update({i: (c, None, r) for i, c, r in failed})
+        rows = [(i, *by_index[i]) for i in batch if i in by_index]
+        all_inputs = [MeasureInput(task.search_task, init if s is None else s)
+                      for _, _, s, _ in rows]
+        all_results = [r for _, _, _, r in rows]
+        # Log first (durably), then book: a run killed now keeps this batch.
+        if self.recorder is not None and rows:
+            self.recorder.write(all_inputs, all_results, [c for _, c, _, _ in rows])
+
+        indices: list[int] = []
+        scores: list[float] = []
+        current = 0.0
+        last_error = ""
+        for i, cfg, state, res in rows:
+            self.trials += 1
+            before = t.best_gflops
+            score = self.book(cfg, state, res) if state is not None else 0.0
+            if state is not None:
+                t._known_states[state.canonical_key()] = score
+            if score > 0:
+                self.consecutive_errors = 0
+            else:
+                self.errors += 1
+                self.consecutive_errors += 1
+                last_error = f"{_error_name(res.error_no)}: {res.error_msg[:200]}"
+                logger.debug("%s config %d failed: %s", task.name, i, last_error)
+            if t.best_gflops > before:
+                self.last_improvement = self.trials
+            current = max(current, score)
+            self.curve.append(t.best_gflops)
+            indices.append(i)
+            scores.append(score)
+        reused += [(i, t._known_states.get(key, 0.0)) for i, key in later]
+        for i, score in reused:
+            indices.append(i)
+            scores.append(score)
+        t.update(indices, scores)
+        for cb in self.callbacks:
+            cb(t, all_inputs, all_results)
+        if rows:
+            self.last_current = current
+            self.say(self.progress(current))
+        if self.consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
+            return (f"too many errors: {self.consecutive_errors} in a row (last: "
+                    f"{last_error.splitlines()[0] if last_error else '?'})")
+        if self.early_stopping is not None and \
+                self.trials - self.last_improvement >= self.early_stopping:
+            return (f"early stopping: no improvement in the last "
+                    f"{self.trials - self.last_improvement} trials")
+        if self.trials >= self.n_trial:
+            return STOP_BUDGET
+        return ""
+
+    def run(self) -> TuneSummary:
+        t = self.tuner
+        stop = ""
+        empty = 0
+        try:
+            self.resume()
+            if self.n_trial == 0:
+                stop = STOP_BUDGET
+            if not t.has_next():
+                stop = STOP_EXHAUSTED
+            with contextlib.ExitStack() as stack:
+                if not stop:  # workers start only when something will be measured
+                    builder, runner = stack.enter_context(self.mo.open())
+                while not stop:
+                    if not t.has_next():
+                        stop = STOP_EXHAUSTED
+                        break
+                    out = self.round(builder, runner)
+                    if out is None:
+                        empty += 1
+                        if empty >= MAX_EMPTY_ROUNDS:
+                            stop = "the tuner proposes no new configuration"
+                        continue
+                    empty = 0
+                    stop = out
+        except KeyboardInterrupt:
+            stop = STOP_INTERRUPTED  # the batch under way (if any) is abandoned, not recorded
+        self.say(self.progress(self.last_current, done=True))
+        if stop not in (STOP_BUDGET, "") and self.verbose >= 1:
+            print(f"{self.tag} stopped: {stop}", flush=True)
+        return TuneSummary(
+            task_name=self.task.name, best_config=t.best_config, best_state=t.best_state,
+            best_cost=t.best_cost, best_gflops=t.best_gflops, trials=self.trials,
+            errors=self.errors, wall_seconds=time.monotonic() - self.t_start, stop_reason=stop,
+            resumed_records=self.resumed, curve=tuple(self.curve), log_file=self.log_path)
+
+
+def _error_name(error_no: int) -> str:
+    try:
+        return MeasureErrorNo(error_no).name
+    except ValueError:
+        return f"error {error_no}"
+
