@@ -255,6 +255,8 @@ _add("dense_nobias_1x17x8", lambda: W.dense(1, 17, 8, bias=False),
      lambda xs: [_f32(np_matmul(xs[0], xs[1], tb=True))])
 _add("dense_bias_gelu_7x17x9", lambda: W.dense_bias_gelu(7, 17, 9),
      lambda xs: [_f32(np_gelu(np_matmul(xs[0], xs[1], tb=True) + xs[2]))])
+_add("dense_bias_relu_7x17x9", lambda: W.dense_bias_relu(7, 17, 9),
+     lambda xs: [_f32(np_relu(np_matmul(xs[0], xs[1], tb=True) + xs[2]))])
 _add("batch_matmul_softmax_2x7x17x5", lambda: W.batch_matmul_softmax(2, 7, 17, 5),
      lambda xs: [_f32(np_softmax(np_matmul(xs[0], xs[1])))])
 

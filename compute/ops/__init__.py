@@ -23,15 +23,16 @@ from .linalg import batch_matmul, matmul, norm
 from .nn import (avg_pool2d, bias_add, conv1d, conv2d_nchw, conv2d_nhwc, conv2d_transpose_nhwc,
                  conv3d_ndhwc, dense, depthwise_conv2d_nhwc, gelu, layer_norm, max_pool2d, pad, relu,
                  softmax)
-from .workloads import batch_matmul_softmax, conv2d_bias_relu, dense_bias_gelu, matmul_relu
+from .workloads import (batch_matmul_softmax, conv2d_bias_relu, dense_bias_gelu, dense_bias_relu,
+                        matmul_relu)
 
 __all__ = [
     "WORKLOADS", "WorkloadSpec", "add", "avg_pool2d", "batch_matmul", "batch_matmul_softmax",
     "bias_add", "broadcast_shape", "conv1d", "conv2d_bias_relu", "conv2d_nchw", "conv2d_nhwc",
-    "conv2d_transpose_nhwc", "conv3d_ndhwc", "dense", "dense_bias_gelu", "depthwise_conv2d_nhwc",
-    "elemwise", "gelu", "get_workload", "layer_norm", "linalg", "matmul", "matmul_relu",
-    "max_pool2d", "multiply", "nn", "norm", "pad", "relu", "reshape", "softmax", "transpose",
-    "workloads",
+    "conv2d_transpose_nhwc", "conv3d_ndhwc", "dense", "dense_bias_gelu", "dense_bias_relu",
+    "depthwise_conv2d_nhwc", "elemwise", "gelu", "get_workload", "layer_norm", "linalg", "matmul",
+    "matmul_relu", "max_pool2d", "multiply", "nn", "norm", "pad", "relu", "reshape", "softmax",
+    "transpose", "workloads",
 ]
 
 
@@ -99,6 +100,8 @@ _SPECS = [
      (1, 7, 7, 3, 4, 3, 3, 1, 1), "relu(conv2d_nhwc + bias) (N, H, W, CI, CO, KH, KW, stride, padding)"),
     ("dense_bias_gelu", _W.dense_bias_gelu, (128, 3072, 768), (7, 17, 9),
      "gelu(data @ weight^T + bias) (M, N, K)"),
+    ("dense_bias_relu", _W.dense_bias_relu, (128, 1024, 1024), (7, 17, 9),
+     "relu(data @ weight^T + bias) (M, N, K)"),
     ("batch_matmul_softmax", _W.batch_matmul_softmax, (12, 128, 128, 64), (2, 7, 17, 5),
      "softmax(A[b] @ B[b]) over the last axis (B, M, N, K)"),
     ("matmul_relu", _W.matmul_relu, (1024, 1024, 1024), (17, 7, 9), "relu(A @ B) (M, N, K)"),

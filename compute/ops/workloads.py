@@ -19,7 +19,7 @@ from . import nn as _nn
 __all__ = [
     "add", "avg_pool2d", "batch_matmul", "batch_matmul_softmax", "bias_add", "conv1d",
     "conv2d_bias_relu", "conv2d_nchw", "conv2d_nhwc", "conv2d_transpose_nhwc", "conv3d_ndhwc",
-    "dense", "dense_bias_gelu", "depthwise_conv2d_nhwc", "gelu", "layer_norm", "matmul",
+    "dense", "dense_bias_gelu", "dense_bias_relu", "depthwise_conv2d_nhwc", "gelu", "layer_norm", "matmul",
     "matmul_relu", "max_pool2d", "multiply", "norm", "pad", "relu", "reshape", "softmax", "transpose",
 ]
 
@@ -217,6 +217,14 @@ def dense_bias_gelu(M: int, N: int, K: int, dtype: str = "float32") -> list[Tens
     weight = te.placeholder((N, K), dtype, "weight")
     bias = te.placeholder((N,), dtype, "bias")
     return [data, weight, bias, _nn.gelu(_nn.dense(data, weight, bias))]
+
+
+def dense_bias_relu(M: int, N: int, K: int, dtype: str = "float32") -> list[Tensor]:
+    """relu(data @ weight^T + bias): an MLP layer."""
+    data = te.placeholder((M, K), dtype, "data")
+    weight = te.placeholder((N, K), dtype, "weight")
+    bias = te.placeholder((N,), dtype, "bias")
+    return [data, weight, bias, _nn.relu(_nn.dense(data, weight, bias))]
 
 
 def batch_matmul_softmax(B: int, M: int, N: int, K: int, dtype: str = "float32") -> list[Tensor]:

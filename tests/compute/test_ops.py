@@ -65,7 +65,8 @@ _LIBRARY_OPS = [
     "matmul", "batch_matmul", "dense", "norm", "conv1d", "conv2d_nhwc", "conv2d_nchw",
     "depthwise_conv2d_nhwc", "conv3d_ndhwc", "conv2d_transpose_nhwc", "max_pool2d", "avg_pool2d",
     "softmax", "layer_norm", "relu", "gelu", "bias_add", "add", "multiply", "transpose", "reshape",
-    "pad", "conv2d_bias_relu", "dense_bias_gelu", "batch_matmul_softmax", "matmul_relu",
+    "pad", "conv2d_bias_relu", "dense_bias_gelu", "dense_bias_relu", "batch_matmul_softmax",
+    "matmul_relu",
 ]
 
 
