@@ -542,7 +542,18 @@ def _add_costmodel_parser(sub: argparse._SubParsersAction) -> None:
                        help="import MODULE first (to register its workloads); repeatable")
 
 
+# ---- ansor bench: the benchmark suite (ansor.bench.suite parses its own options) ----------------
+
+def cmd_bench(argv: Sequence[str]) -> int:
+    from ansor.bench.suite import main as bench_main
+
+    return bench_main(list(argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["bench"]:
+        return cmd_bench(args[1:])
     parser = argparse.ArgumentParser(prog="ansor", description="Template-free auto-scheduler for "
                                      "tensor programs on x86 CPUs. With no command: the default job.")
     sub = parser.add_subparsers(dest="command")
@@ -552,6 +563,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--args", help="shape arguments, e.g. 1024,1024,1024 (default: the workload's)")
     _add_tune_parser(sub)
     _add_records_parser(sub)
+    sub.add_parser("bench", add_help=False, help="the benchmark suite: tune and time workloads "
+                   "against numpy, PyTorch and TVM (ansor bench --help)")
     _add_costmodel_parser(sub)
     ns = parser.parse_args(argv)
     handlers = {None: cmd_default, "workloads": cmd_workloads, "build": cmd_build,

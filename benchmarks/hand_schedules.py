@@ -3,10 +3,10 @@
 These are the proof that the code generator reaches the speed the search aims for: GEMM 1024^3,
 conv2d NHWC 1x56x56x64 -> 64 (3x3, pad 1) and the same conv + bias + relu, float32.
 
-Method: every system is timed in a *fresh process* (leftover spinning threads of one runtime -
-libgomp's, OpenBLAS's, oneDNN's - distort another's timing on 2 cores), systems alternate over
-several rounds, each result is checked against a reference before it is timed, and we report the
-median over rounds. Each timing is the median of repeats of >= 100 ms on warm inputs.
+Method (``ansor.bench.timing``, shared with the suite, ``benchmarks/suite.py``): every system is
+timed in a *fresh process*, systems alternate over several rounds, each result is checked against
+a reference before it is timed, and we report the median over rounds. Each timing here is the
+median of 7 repeats of >= 100 ms on warm inputs.
 
     python benchmarks/hand_schedules.py              # 5 rounds, 2 threads, table + JSON
     python benchmarks/hand_schedules.py --rounds 3 --threads 1
@@ -18,13 +18,14 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from ansor.bench.timing import cpu_name, emit_result, run_fresh, time_callable  # noqa: E402
 
 WORKLOADS = ("gemm", "conv2d", "conv2d_bias_relu")
 
@@ -39,23 +40,8 @@ SCHEDULES = {"gemm": gemm_schedule, "conv2d": conv2d_schedule,
 
 # ---- one measurement, in a fresh process -----------------------------------------------------------
 
-def _time(fn, min_repeat_ms: float = 100.0, repeat: int = 7, warmup_s: float = 0.6) -> float:
-    # Keep the cores busy for a while first: on this host an idle vCPU runs ~2.5x slower for the
-    # first ~250 ms of work (measured), which would otherwise land in the first repeats.
-    t_end = time.perf_counter() + warmup_s
-    while time.perf_counter() < t_end:
-        fn()
-    t0 = time.perf_counter()
-    fn()
-    one = max(time.perf_counter() - t0, 1e-7)
-    number = max(1, int(min_repeat_ms / 1e3 / one))
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t0) / number)
-    return statistics.median(times)
+def _time(fn) -> float:
+    return time_callable(fn, repeat=7, min_repeat_ms=100.0, warmup_s=0.6)["seconds"]
 
 
 def worker(system: str, workload: str) -> dict:
@@ -125,13 +111,7 @@ def worker(system: str, workload: str) -> dict:
 
 
 def _run_worker(system: str, workload: str, threads: int) -> dict:
-    env = dict(os.environ, ANSOR_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
-               OPENBLAS_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    proc = subprocess.run([sys.executable, __file__, "--worker", system, workload], env=env,
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "crashed"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_fresh([__file__, "--worker", system, workload], threads)
 
 
 def compile_time(rounds: int = 5) -> float:
@@ -156,7 +136,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "hand_schedules.json"))
     ns = ap.parse_args()
     if ns.worker:
-        print(json.dumps(worker(*ns.worker)))
+        emit_result(worker(*ns.worker))
         return 0
 
     systems = ("ours", "numpy", "torch")
@@ -181,7 +161,7 @@ def main() -> int:
     import numpy
 
     report = {
-        "date": time.strftime("%Y-%m-%d"), "machine": platform.machine(), "cpu": _cpu_name(),
+        "date": time.strftime("%Y-%m-%d"), "machine": platform.machine(), "cpu": cpu_name(),
         "threads": ns.threads, "rounds": ns.rounds, "numpy": numpy.__version__,
         "llvmlite": llvmlite.__version__, "gemm_compile_seconds_median": ctime,
         "summary_gflops": summary, "raw": raw,
@@ -205,16 +185,6 @@ def main() -> int:
     print(f"GEMM schedule compile time (lower + O3 + object code), median: {ctime * 1e3:.0f} ms")
     print(f"JSON: {ns.out}")
     return 0
-
-
-def _cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 if __name__ == "__main__":
