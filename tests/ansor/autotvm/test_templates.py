@@ -99,17 +99,6 @@ def test_a_task_takes_another_template_by_name():
     assert autotvm.TemplateTask(st).search_task is st
 
 
-@pytest.fixture
-def scratch_templates():
-    """Register test templates and remove them afterwards."""
-    names: list[str] = []
-    yield names
-    for n in names:
-        t = _TEMPLATES.pop(n, None)
-        for w in t.workloads if t else ():
-            if _BY_WORKLOAD.get(w) == n:
-                del _BY_WORKLOAD[w]
-
 
 def test_registration_rules(scratch_templates):
     scratch_templates.append("t_reg")

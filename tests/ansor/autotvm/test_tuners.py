@@ -142,16 +142,6 @@ def _bm(mo):
 
 # ---- errors during tuning -----------------------------------------------------------------------
 
-@pytest.fixture
-def scratch_templates():
-    names: list[str] = []
-    yield names
-    for n in names:
-        t = _TEMPLATES.pop(n, None)
-        for w in t.workloads if t else ():
-            if _BY_WORKLOAD.get(w) == n:
-                del _BY_WORKLOAD[w]
-
 
 def test_invalid_configs_are_measurement_errors(mo, tmp_path, scratch_templates):
     scratch_templates.append("t_half_bad")
