@@ -634,7 +634,8 @@ def test_vector_fma_in_optimized_ir_and_assembly():
                                         L.Store(C, (i, v), C.load(i, v) + A.load(i, v) * B.load(v))))
     k = build_func(L.PrimFunc("fma16", (A, B, C), body))
     opt = k.optimized_ir
-    assert ("fmul contract" in opt and "fadd contract" in opt) or "@llvm.fma" in opt or "fmuladd" in opt
+    assert ("fmul contract" in opt and re.search(r"fadd (reassoc )?contract", opt)) \
+        or "@llvm.fma" in opt or "fmuladd" in opt
     assert re.search(r"vfmadd\d+ps\s+[^\n]*%[yz]mm", k.assembly), k.assembly
     a = RNG.standard_normal((64, n)).astype(np.float32)
     b = RNG.standard_normal(n).astype(np.float32)
@@ -767,3 +768,52 @@ def test_vector_index_patterns_match_scalar_semantics(lanes, outer, a, c, k, d, 
     exp2 = np.zeros(Out2.size, np.int32)
     exp2[: outer * lanes] = exp.ravel() + 1
     np.testing.assert_array_equal(out2.ravel(), exp2)
+
+
+def _row_reduce(combiner: str, n: int = 1024):
+    """``out[i] = combine_k A[i, k]`` with the reduce loop innermost and serial, as lowering
+    emits it for layer_norm's and softmax's row reductions."""
+    A = L.Buffer("A", (8, n), "float32")
+    O = L.Buffer("O", (8,), "float32")
+    i, k = E.var("i"), E.var("k")
+    init = 0.0 if combiner == "add" else float("-inf")
+    upd = E.binary(combiner, O.load(i), A.load(i, k))
+    body = L.For(i, 8, "serial", L.Seq((L.Store(O, (i,), E.const(init, "float32")),
+                                        L.For(k, n, "serial", L.Store(O, (i,), upd)))))
+    return build_func(L.PrimFunc(f"row_{combiner}", (A, O), body))
+
+
+def test_reduction_update_is_reassociable_and_vectorised():
+    k = _row_reduce("add")
+    assert "fadd reassoc contract" in k.llvm_ir
+    # The scalar chain over k becomes SIMD partial sums: a vector add inside the loop.
+    assert re.search(r"fadd reassoc[^\n]*<\d+ x float>", k.optimized_ir), k.optimized_ir
+    assert re.search(r"vaddps\s+[^\n]*%[yz]mm", k.assembly)
+    a = RNG.standard_normal((8, 1024)).astype(np.float32)
+    o = np.empty(8, np.float32)
+    k(a, o)
+    np.testing.assert_allclose(o, a.astype(np.float64).sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
+def test_max_reduction_is_reassociable_and_vectorised():
+    k = _row_reduce("max")
+    assert re.search(r"call nsz reassoc float @llvm\.maximum", k.llvm_ir)
+    assert re.search(r"<\d+ x float> @llvm\.maximum", k.optimized_ir), k.optimized_ir
+    a = RNG.standard_normal((8, 1024)).astype(np.float32)
+    a[3, 17] = np.nan
+    o = np.empty(8, np.float32)
+    k(a, o)
+    exp = np.maximum.reduce(a, axis=1)
+    np.testing.assert_array_equal(o, exp)
+
+
+def test_plain_float_adds_carry_no_reassoc():
+    n = 64
+    A = L.Buffer("A", (n,), "float32")
+    B = L.Buffer("B", (n,), "float32")
+    C = L.Buffer("C", (n,), "float32")
+    i = E.var("i")
+    # C[i] = A[i] + B[i] reads another buffer's element: not a reduction update.
+    k = build_func(L.PrimFunc("add", (A, B, C), L.For(i, n, "serial",
+                                                       L.Store(C, (i,), A.load(i) + B.load(i)))))
+    assert "reassoc" not in k.llvm_ir
