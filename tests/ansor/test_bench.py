@@ -206,3 +206,53 @@ def test_tvm_peer_reports_unavailable_instead_of_failing(monkeypatch) -> None:
     monkeypatch.setattr(peers_tvm.timing, "emit_result", results.append)
     assert peers_tvm.main([json.dumps({"job": "probe"})]) == 0
     assert results[0]["unavailable"].startswith("TVM not importable")
+
+
+# ---- benchmarks/inspect_best.py: the first look at a slow kernel ----------------------------------
+
+def _inspect_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "inspect_best.py"
+    spec = importlib.util.spec_from_file_location("inspect_best", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_inspect_best_counts_instruction_classes_and_finds_the_fma_loop() -> None:
+    ib = _inspect_module()
+    asm = "\n".join([
+        "f:", "\tvmovss\t(%rdi), %xmm0", "\tvmovups\t%zmm1, 64(%rsp)",
+        ".LBB0_1:", "\tvbroadcastss\t(%rsi), %zmm2", "\tvfmadd231ps\t(%rdx), %zmm2, %zmm3",
+        "\tvfmadd231ps\t64(%rdx), %zmm2, %zmm4", "\taddq\t$4, %rsi", "\tjne\t.LBB0_1",
+        ".LBB0_2:", "\tvaddss\t%xmm0, %xmm1, %xmm1", "\tvgatherdps\t(%rax,%zmm5,4), %zmm6 {%k1}",
+        "\tjne\t.LBB0_2", "\tcall\tomp_fn"])
+    c = ib.summarize_asm(asm)
+    assert c["fma zmm"] == 2 and c["broadcast"] == 1 and c["gather"] == 1
+    assert c["mul/add scalar"] == 1 and c["call"] == 1 and c["stack spill/reload"] == 1
+    assert c["scalar load/store"] == 1 and c["instructions"] == 11
+    hot = ib.hottest_block(asm)
+    assert hot.count("vfmadd231ps") == 2 and "vgatherdps" not in hot
+    assert ib.hottest_block("f:\n\tret") == "(no loop found)"
+
+
+def test_inspect_best_on_a_log_prints_state_and_assembly(tmp_path, capsys) -> None:
+    from ansor.hand_schedules import gemm_schedule
+    from ansor.records import RecordToFile
+    from ansor.search_task import SearchTask
+    from measure.measure import MeasureInput, MeasureResult
+
+    task = SearchTask(func="matmul", args=(256, 256, 256))
+    _, state = gemm_schedule(256, 256, 256)
+    log = tmp_path / "log.json"
+    RecordToFile(log)([MeasureInput(task, state)], [MeasureResult((2e-5,), 0, "", 0.1, 1.7e9)])
+    assert _inspect_module().main([str(log), "--asm"]) == 0
+    out = capsys.readouterr().out
+    assert "=== matmul(256, 256, 256): best of the log 0.020 ms (1677.7 GFLOPS recorded), 1 records" \
+        in out
+    assert "matmul.local" in out and "vectorize" in out
+    summary = next(line for line in out.splitlines() if line.startswith("assembly:"))
+    assert "fma" in summary and "gather" not in summary
+    assert "vfmadd231ps" in out  # the hottest loop is the FMA micro-kernel
