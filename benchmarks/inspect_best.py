@@ -80,12 +80,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--asm", action="store_true", help="print the hottest loop's assembly")
     ap.add_argument("--ir", action="store_true", help="print the loop IR of the best schedule")
     ns = ap.parse_args(argv)
+    if not Path(ns.log).is_file():
+        ap.error(f"no such log file: {ns.log}")
 
     import ansor
     from ansor.records import best_record, summarize
     from measure.target import toolchain_key
 
-    for row in summarize(ns.log):
+    rows = summarize(ns.log)
+    if not rows:
+        print(f"{ns.log}: no records")
+    for row in rows:
         best = best_record(ns.log, row.workload_key, target_key=toolchain_key())
         if best is None:
             print(f"=== {row.desc}: no valid record measured with this toolchain")

@@ -256,3 +256,14 @@ def test_inspect_best_on_a_log_prints_state_and_assembly(tmp_path, capsys) -> No
     summary = next(line for line in out.splitlines() if line.startswith("assembly:"))
     assert "fma" in summary and "gather" not in summary
     assert "vfmadd231ps" in out  # the hottest loop is the FMA micro-kernel
+
+
+def test_inspect_best_names_a_missing_or_empty_log(tmp_path, capsys) -> None:
+    ib = _inspect_module()
+    with pytest.raises(SystemExit):
+        ib.main([str(tmp_path / "nope.json")])
+    assert "no such log file" in capsys.readouterr().err
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    assert ib.main([str(empty)]) == 0
+    assert "no records" in capsys.readouterr().out
