@@ -1,6 +1,6 @@
 """Why is a tuned kernel slow? Print the best schedule of a log and what its machine code does.
 
-For each selected workload of a tuning log: the best record's loop structure (the ``State``), its
+For each workload of a tuning log: the best record's loop structure (the ``State``), its
 recorded time, and a summary of the generated x86 assembly - vector widths of the arithmetic
 (zmm = 16 float32 lanes, ymm = 8, xmm = 4 or scalar ``ss``), FMA and multiply counts, broadcasts,
 gathers, shuffles, spills to the stack and calls (libm, OpenMP). This is the first look when the
