@@ -28,6 +28,7 @@ from ansor.records import RecordWarning, best_record, distill, load_records, sum
 from ansor.search_task import SearchTask
 from compute import te
 from measure.record import target_summary
+from sketch.search_policy import SearchParams
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -138,3 +139,144 @@ def test_load_and_build_does_not_run_code_from_a_record(exploit_log, tmp_path):
     assert p.returncode == 0, p.stderr
     assert "LOADED 0" in p.stdout
     assert f"WARN {log}:1: skipped record" in p.stdout and "reduce_axis_names" in p.stdout
+
+
+# ---- the corpus: every reader survives every hostile line --------------------------------------
+
+def _corpus(marker: str) -> list[tuple[str, str]]:
+    """(record line, the field its warning must name); each would be the best record (1e-7 s)
+    of the row sum if it were accepted."""
+    fast = 1e-7
+    return [
+        (rowsum_record(reduce_name=ir_payload(marker), cost=fast), "reduce_axis_names[0]"),
+        (rowsum_record(tensor_names=("A\ndeclare void @x()", "C"), cost=fast), "ops[0].name"),
+        (rowsum_record(tensor_names=("A", 'C"quoted"'), cost=fast), "ops[1].name"),
+        (rowsum_record(axis_name="i@x", cost=fast), "axis_names[0]"),
+        (rowsum_record(reduce_name="k!0", cost=fast), "reduce_axis_names[0]"),
+        (rowsum_record(reduce_name="{k}", cost=fast), "reduce_axis_names[0]"),
+        (rowsum_record(tensor_names=("\u00c4", "C"), cost=fast), "ops[0].name"),
+        (rowsum_record(reduce_name="k" * 129, cost=fast), "reduce_axis_names[0]"),
+        (rowsum_record(tag="x\ny", cost=fast), "tag"),
+        (rowsum_record(attrs={"a b": 1}, cost=fast), "attrs key"),
+        (rowsum_record(attrs={"a": ["\n"]}, cost=fast), "attrs"),
+        (rowsum_record(desc="\x1b[2J\x1b[31mowned", cost=fast), "desc"),
+        (rowsum_record(steps=[["CHW", 1, "local\n@x"]] + _STEPS, cost=fast), "scope_name"),
+        (json.dumps({"v": 1, "input": {"workload_key": _workload_key(),
+                                       "task": {"workload": "__import__('os').system('true')",
+                                                "args": []},
+                                       "target": target_summary(), "steps": []},
+                     "result": {"costs": [fast], "error_no": 0, "error_msg": "",
+                                "all_cost": 0.1, "timestamp": 1.0}}), "workload"),
+    ]
+
+
+@pytest.fixture
+def corpus_log(tmp_path):
+    """The hostile lines, then one good record (benign names, same schedule) on the last line."""
+    marker = str(tmp_path / "pwned")
+    corpus = _corpus(marker)
+    log = tmp_path / "corpus.json"
+    log.write_text("".join(line + "\n" for line, _ in corpus) + rowsum_record() + "\n")
+    return str(log), marker, corpus
+
+
+def _check_warnings(caught, log: str, corpus) -> None:
+    text = [str(w.message) for w in caught if issubclass(w.category, RecordWarning)]
+    for lineno, (_, field) in enumerate(corpus, 1):
+        hits = [t for t in text if t.startswith(f"{log}:{lineno}: skipped record")]
+        assert hits and field in hits[0], (lineno, field, text)
+    assert not any(t.startswith(f"{log}:{len(corpus) + 1}:") for t in text), text
+    assert all("\n" not in t and "\x1b" not in t for t in text), text
+
+
+def test_corpus_load_records_and_build(corpus_log):
+    log, marker, corpus = corpus_log
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pairs = list(load_records(log))
+    _check_warnings(caught, log, corpus)
+    assert len(pairs) == 1 and pairs[0][1].costs == (1e-6,)
+    kern = ansor.build(pairs[0][0].state)
+    x = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
+    out = np.zeros(4, np.float32)
+    kern(x, out)
+    np.testing.assert_allclose(out, x.sum(axis=1), rtol=1e-5, atol=1e-5)
+    assert not os.path.exists(marker)
+
+
+def test_corpus_apply_best_and_best_record(corpus_log):
+    log, marker, corpus = corpus_log
+    task = SearchTask(tensors=_benign_rowsum())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        state = task.apply_best(log)
+    _check_warnings(caught, log, corpus)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecordWarning)
+        best = best_record(log, task.workload_key)
+    assert best is not None and best[1].costs == (1e-6,)
+    assert str(state) == str(best[0].state)
+    kern = ansor.build(state)
+    x = np.ones((4, 16), np.float32)
+    out = np.zeros(4, np.float32)
+    kern(x, out)
+    np.testing.assert_allclose(out, np.full(4, 16.0))
+    assert not os.path.exists(marker)
+
+
+def test_corpus_show_distill_and_summarize(corpus_log, tmp_path, capsys):
+    log, marker, corpus = corpus_log
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["records", "show", log]) == 0
+        rows = summarize(log)
+        out = str(tmp_path / "distilled.json")
+        assert distill(log, out) == 1
+    _check_warnings([w for w in caught][: len(corpus)], log, corpus)
+    shown = capsys.readouterr().out
+    assert "C[4](A[4x16])" in shown and "\x1b" not in shown and "owned" not in shown
+    assert [(r.n_records, r.best_cost) for r in rows] == [(1, 1e-6)]
+    with open(out) as f:
+        assert f.read() == rowsum_record() + "\n"
+    assert not os.path.exists(marker)
+
+
+def test_corpus_cost_model(corpus_log):
+    from cost_model.lgbm_model import LGBModel
+
+    log, marker, corpus = corpus_log
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert LGBModel().update_from_file(log) == 1
+    _check_warnings(caught, log, corpus)
+    assert not os.path.exists(marker)
+
+
+def test_corpus_verify(corpus_log, capsys):
+    log, marker, corpus = corpus_log
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rc = main(["records", "verify", log, "--number", "1", "--repeat", "1"])
+    assert rc == 0
+    _check_warnings(caught, log, corpus)
+    out = capsys.readouterr().out
+    assert "C[4](A[4x16])" in out and "FAILED" not in out
+    assert not os.path.exists(marker)
+
+
+def test_corpus_resume(corpus_log):
+    log, marker, corpus = corpus_log
+    n_before = len(open(log).readlines())
+    task = SearchTask(tensors=_benign_rowsum())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ansor.LocalRunner(timeout=10, number=1, repeat=1, min_repeat_ms=0,
+                               warmup_ms=0) as runner:
+            res = task.tune(ansor.TuningOptions(
+                num_measure_trials=2, num_measures_per_round=2, log_file=log, verbose=0, seed=0,
+                runner=runner, search_params=SearchParams(population_size=16, num_generations=1,
+                                                          init_min_population=4)))
+    _check_warnings(caught, log, corpus)
+    assert res.resumed_records == 1  # the good record only
+    assert len(open(log).readlines()) > n_before
+    assert not os.path.exists(marker)
