@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from compute import compute_dag as _cd
+from compute.names import check_desc, check_name
 from compute.tensor import ComputeOp, Tensor
 from compute.workload_registry import (args_to_json, canonical_args, get_workload_func,
                                        make_workload, registered_name, workload_desc)
@@ -36,8 +37,8 @@ class SearchTask:
             both = ", not both" if func is not None else ""
             raise ValueError("SearchTask needs either func (a registered workload function or its "
                              f"name) with args, or tensors{both}")
-        if desc is not None and not isinstance(desc, str):
-            raise TypeError(f"SearchTask desc must be a string, got {type(desc).__name__}")
+        if desc is not None:
+            check_desc(desc, "SearchTask desc")  # printed in logs and tables: no control characters
         self.workload_name: str | None = None
         self.args: tuple = ()
         if func is not None:
@@ -104,12 +105,15 @@ class SearchTask:
         if not isinstance(data, dict):
             raise TypeError(f"task description must be a dict, got {type(data).__name__}")
         desc = data.get("desc")
-        if desc is not None and not isinstance(desc, str):
-            raise ValueError("task description: desc must be a string")
+        if desc is not None:
+            check_desc(desc, "task.desc")
         if "workload" in data:
             name, args = data["workload"], data.get("args", [])
             if not isinstance(name, str) or not isinstance(args, list):
                 raise ValueError("task description: workload must be a name and args a list")
+            # Looked up in the registry only, never imported or evaluated; checked first so a
+            # hostile name is reported as such rather than echoed in a list of registered ones.
+            check_name(name, "task.workload")
             return cls(func=name, args=args, desc=desc)
         if "dag" in data:
             return cls(tensors=ComputeDAG.from_json(data["dag"]), desc=desc)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from . import expr as E
+from .names import check_dag_json_names
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
 # Intrinsics that cost tens of cycles: inlining them into a tiled consumer would recompute them.
@@ -335,6 +336,8 @@ def from_json(data: dict) -> list[Tensor]:
 
     if not isinstance(data, dict) or data.get("version") != SCHEMA_VERSION:
         raise ValueError(f"unsupported DAG description (version {data.get('version') if isinstance(data, dict) else '?'})")
+    # Names come from a file: check them all, naming the field, before building anything.
+    check_dag_json_names(data)
     tensors: list[Tensor] = []
     for k, d in enumerate(data["ops"]):
         name = d.get("name", f"T{k}")

@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 
 from . import dtype as dt
 from . import expr as E
+from .names import check_attrs, check_name, check_tag, is_valid_name
 
 
 class Operation:
@@ -167,6 +168,7 @@ def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "place
     """An input tensor of the given static shape and dtype."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"placeholder name must be a non-empty string, got {name!r}")
+    check_name(name, "placeholder name")
     return PlaceholderOp(name, _check_shape(shape, f"placeholder {name!r}"), dt.canonical(dtype)).output
 
 
@@ -180,6 +182,7 @@ def reduce_axis(dom: tuple[int, int] | Sequence[int], name: str = "k") -> E.Iter
         raise TypeError(f"reduce_axis {name!r}: bounds must be integers, got {dom!r}")
     if hi <= lo:
         raise ValueError(f"reduce_axis {name!r}: empty domain ({lo}, {hi})")
+    check_name(name, "reduce_axis name")
     return E.iter_var(name, lo, hi - lo, "reduce")
 
 
@@ -198,12 +201,18 @@ def _arity(fcompute: Callable, n: int, name: str) -> list[str]:
             f"compute {name!r}: the function takes {len(positional)} index argument(s) "
             f"({', '.join(p.name for p in positional) or 'none'}) but the shape has {n} dimension(s)"
         )
-    return [p.name for p in positional[:n]]
+    # Axis names only label loops; a parameter name outside the name rule (a non-ASCII
+    # identifier) becomes a positional one rather than an error.
+    return [p.name if is_valid_name(p.name) else f"i{d}" for d, p in enumerate(positional[:n])]
 
 
 def compute(shape: Sequence[int], fcompute: Callable[..., Any], name: str = "compute",
             tag: str = "", attrs: dict[str, Any] | None = None) -> Tensor:
     """A tensor whose element at each index is ``fcompute(*index)``."""
+    check_name(name, "compute name")
+    check_tag(tag, f"compute {name!r}: tag")
+    if attrs is not None:
+        check_attrs(attrs, f"compute {name!r}: attrs")
     if not callable(fcompute):
         raise TypeError(f"compute {name!r}: fcompute must be callable, got {fcompute!r}")
     shp = _check_shape(shape, f"compute {name!r}")

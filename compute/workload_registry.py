@@ -18,6 +18,7 @@ import numbers
 import threading
 from typing import Any, Callable, Sequence, overload
 
+from .names import check_name
 from .tensor import Tensor
 
 WorkloadFunc = Callable[..., Sequence[Tensor]]
@@ -31,6 +32,7 @@ _BY_NAME: dict[str, WorkloadFunc] = {}
 def _register(func: WorkloadFunc, name: str, override: bool) -> None:
     if not isinstance(name, str) or not name:
         raise TypeError(f"workload name must be a non-empty string, got {name!r}")
+    check_name(name, "workload name")  # it is written into every record of the workload
     if not callable(func):
         raise TypeError(f"register_workload: {func!r} is not callable")
     with _LOCK:

@@ -88,9 +88,46 @@ def reduction_update(s: L.Store) -> E.Expr | None:
 
 
 def sanitize(name: str) -> str:
-    """An LLVM identifier made of [A-Za-z0-9_.] that does not start with a digit."""
+    """An LLVM identifier made of [A-Za-z0-9_.] that does not start with a digit.
+
+    Names come from users and from record files (untrusted): nothing of a name reaches the IR text
+    except through this function, so no name can end a comment, a string or an identifier."""
     s = re.sub(r"[^A-Za-z0-9_.]", "_", name) or "_"
     return "_" + s if s[0].isdigit() else s
+
+
+# Value and label names carry a loop's name only as a readable hint; the counter makes them unique.
+MAX_HINT_LEN = 32
+MAX_SYMBOL_LEN = 64
+# Symbols the module itself declares or defines, and C library functions LLVM may emit calls to
+# (memset for a zeroing loop, libm for math): a kernel named like one of them would clash with
+# that declaration or be called in its place.
+_RESERVED_SYMBOLS = frozenset({
+    NUM_THREADS_GLOBAL, "aligned_alloc", "free", "malloc", "calloc", "realloc", "posix_memalign",
+    "memset", "memcpy", "memmove", "memcmp", "bcmp", "bzero", "abort", "exit", "system",
+    "GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads",
+    *(f + sfx for f in ("exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "pow",
+                        "sqrt", "cbrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin",
+                        "acos", "atan", "atan2", "erf", "erfc", "floor", "ceil", "trunc",
+                        "round", "rint", "nearbyint", "fabs", "fma", "fmin", "fmax", "fmod",
+                        "ldexp", "frexp", "copysign", "sincos")
+      for sfx in ("", "f", "l")),
+})
+_RESERVED_PREFIXES = ("llvm.", "__", "GOMP_", "omp_", "kmp_")
+
+
+def _hint(name: str, limit: int = MAX_HINT_LEN) -> str:
+    """A short sanitised form of a user name, for value and label names and comments."""
+    return sanitize(name)[:limit]
+
+
+def kernel_symbol(name: str) -> str:
+    """The kernel function's symbol for a user-given name: sanitised, bounded, and never one of
+    the symbols the module or the C runtime already use."""
+    s = sanitize(name)[:MAX_SYMBOL_LEN]
+    if s in _RESERVED_SYMBOLS or s.startswith(_RESERVED_PREFIXES):
+        s = "kernel_" + s
+    return s
 
 
 def _is_pow2(n: int) -> bool:
@@ -593,8 +630,10 @@ class _Function:
 
     def _call(self, e: E.Call) -> _Val:
         d = e.dtype
-        args = [self.value(a) for a in e.args]
         n = e.name
+        if n not in E.MATH_FUNCS:  # the name becomes part of a symbol: only known functions
+            raise ValueError(f"unknown math function {n!r}")
+        args = [self.value(a) for a in e.args]
         if n == "abs":
             if dt.is_float(d):
                 return self.intr("fabs", args)
@@ -896,7 +935,7 @@ class _Function:
                 # No forced vectorize.enable: O3's loop vectorizer still tries, and forcing it
                 # only adds "loop not vectorized" warnings on stderr when it cannot. The comment
                 # keeps the fallback visible in kernel.llvm_ir.
-                self.do(f"; {FALLBACK_MARK} {s.var.name}")
+                self.do(f"; {FALLBACK_MARK} {_hint(s.var.name, MAX_SYMBOL_LEN)}")
                 self.counted_loop(s.var, "0", str(s.extent), lambda: self.stmt(s.body), None)
         else:
             md = self.mod.loop_md('!"llvm.loop.unroll.full"') if s.kind == "unrolled" else None
@@ -906,11 +945,11 @@ class _Function:
                      md: str | None) -> None:
         """``for var in [start, end)``; the caller guarantees ``start < end`` (bottom-tested)."""
         pre = self.cur
-        hdr = self.label(f"for_{sanitize(var.name)}_")
+        hdr = self.label(f"for_{_hint(var.name)}_")
         ext = self.label("endfor")
         self.br(hdr)
         self.block(hdr)
-        iv = self.fresh(sanitize(var.name) + "_")
+        iv = self.fresh(_hint(var.name) + "_")
         slot = len(self.lines)
         self.lines.append(None)  # the phi, filled once the latch is known
         if self.vec is not None:
@@ -1082,8 +1121,8 @@ class _Function:
 
 
 def codegen(func: L.PrimFunc) -> str:
-    """LLVM IR text of a module defining ``void @<sanitised name>(ptr, ...)`` for ``func``."""
-    name = sanitize(func.name)
+    """LLVM IR text of a module defining ``void @<kernel_symbol(name)>(ptr, ...)`` for ``func``."""
+    name = kernel_symbol(func.name)
     mod = _Module(name)
     fn = _Function(mod, in_parallel=False)
     params = []

@@ -19,7 +19,7 @@ from compute import dtype as dt
 from compute import loop_ir as L
 
 from . import runtime, target
-from .codegen import NUM_THREADS_GLOBAL, codegen, sanitize, written_buffers
+from .codegen import NUM_THREADS_GLOBAL, codegen, kernel_symbol, written_buffers
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def compile_object(func: L.PrimFunc) -> CompiledObject:
     written = written_buffers(func)
     args = tuple(ArgSpec(b.name, b.shape, b.dtype, b.uid in written) for b in func.params)
     return CompiledObject(
-        name=sanitize(func.name), object_code=bytes(obj), llvm_ir=ir, args=args,
+        name=kernel_symbol(func.name), object_code=bytes(obj), llvm_ir=ir, args=args,
         toolchain_key=target.toolchain_key(), compile_seconds=t4 - t0,
         timings={"codegen": t1 - t0, "parse": t2 - t1, "optimize": t3 - t2, "emit": t4 - t3})
 

@@ -28,6 +28,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
+from compute.names import check_dag_json_names, check_desc, check_name
 from sketch.transform_steps import Step, step_from_json, steps_to_json
 
 from .measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
@@ -256,9 +257,35 @@ def parse_step(rec: Any) -> Step:
         if name == "tag":
             continue
         check = _FIELD_CHECKS.get(str(f.type))
-        if check is not None and not check(getattr(step, name)):
+        value = getattr(step, name)
+        if check is not None and not check(value):
             raise RecordFormatError(f"step {rec!r:.80}: field {name} must be {f.type}")
+        if isinstance(value, str):
+            # A scope becomes part of a stage name; other strings (annotation, pragma) are
+            # checked against their known values on replay and only need to be printable.
+            try:
+                if name == "scope_name":
+                    check_name(value, f"field {name}")
+                else:
+                    check_desc(value, f"field {name}")
+            except (TypeError, ValueError) as err:
+                raise RecordFormatError(f"step {rec[0]!r:.10}: {err}") from None
     return step
+
+
+def check_task_names(task: dict) -> None:
+    """Every name, tag and display text of a record's task description follows the rules of
+    ``compute.names``; RecordFormatError names the field. Run on every line read, so even the
+    readers that never rebuild the task (show, distill) drop a hostile line."""
+    try:
+        if "dag" in task:
+            check_dag_json_names(task["dag"])
+        if "workload" in task:
+            check_name(task["workload"], "workload")
+        if task.get("desc") is not None:
+            check_desc(task["desc"], "desc")
+    except (TypeError, ValueError) as err:
+        raise RecordFormatError(f"input.task: {err}") from None
 
 
 def parse_result(r: Any) -> MeasureResult:
@@ -297,6 +324,7 @@ def decode_line(line: str | bytes, lineno: int = 0) -> RecordLine:
     if not isinstance(key, str) or not key:
         raise RecordFormatError("input.workload_key must be a non-empty string")
     task = _dict(inp.get("task"), "input.task")
+    check_task_names(task)
     target = _dict(inp.get("target", {}), "input.target")
     steps = inp.get("steps")
     if not isinstance(steps, list):
