@@ -273,8 +273,17 @@ def parse_result(r: Any) -> MeasureResult:
     msg = r.get("error_msg", "")
     if not isinstance(msg, str):
         raise RecordFormatError("result.error_msg must be a string")
+    parsed = tuple(_num(c, "result.costs[]") for c in costs)
+    if error_no == MeasureErrorNo.NO_ERROR:
+        # A successful measurement's cost is a time: a zero or negative one would win every
+        # comparison (best record, resume, verify) without ever having been measured. Failed
+        # measurements carry placeholder costs (MAX_FLOAT or none), which nothing ranks.
+        for i, c in enumerate(parsed):
+            if not c > 0:
+                raise RecordFormatError(f"result.costs[{i}] is {costs[i]!r}: a successful "
+                                        "measurement's cost must be positive (seconds)")
     return MeasureResult(
-        costs=tuple(_num(c, "result.costs[]") for c in costs), error_no=error_no, error_msg=msg,
+        costs=parsed, error_no=error_no, error_msg=msg,
         all_cost=_num(r.get("all_cost", 0.0), "result.all_cost"),
         timestamp=_num(r.get("timestamp", 0.0), "result.timestamp"))
 
