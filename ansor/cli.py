@@ -255,13 +255,21 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if isinstance(model, str):
         print(f"ansor tune: {model}", file=sys.stderr)
         return 2
+    from measure.record import RecordFileError
+
     try:
         result = task.tune(opts, cost_model=model)
+    except RecordFileError as err:  # the log path is unusable: found before anything is measured
+        print(f"ansor tune: {err}", file=sys.stderr)
+        return 2
     finally:
         if runner is not None:
             runner.close()
     if result.interrupted:
         return 130
+    if result.log_failed:  # e.g. the disk filled up: the log keeps every complete record
+        print(f"ansor tune: {result.stop_reason}", file=sys.stderr)
+        return 1
     if result.best_cost is None:
         return 1
     if quick and opts.verbose:
