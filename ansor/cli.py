@@ -373,14 +373,13 @@ def _records_distill(ns: argparse.Namespace) -> int:
     if ns.top_k < 1:
         print(f"ansor: --top-k must be at least 1, got {ns.top_k}", file=sys.stderr)
         return 2
+    if not _import_user_modules(ns.imports):  # records of unregistered workloads cannot replay
+        return 2
     try:
         rep = distill(ns.log, ns.output, top_k=ns.top_k, in_place=ns.in_place)
-    except ValueError as err:  # -o names the input
-        print(f"ansor records distill: {err}".replace("pass in_place=True", "use --in-place"),
-              file=sys.stderr)
-        return 2
-    except IsADirectoryError as err:
-        print(f"ansor records distill: {err}", file=sys.stderr)
+    except (ValueError, IsADirectoryError) as err:  # -o names the input, or a directory
+        msg = str(err).removeprefix("distill: ").replace("pass in_place=True", "use --in-place")
+        print(f"ansor records distill: {msg}", file=sys.stderr)
         return 2
     except OSError as err:  # an unusable output path: no space, no permission, ...
         print(f"ansor records distill: cannot write {ns.output or ns.log!r}: "
@@ -457,6 +456,9 @@ def _add_records_parser(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--in-place", dest="in_place", action="store_true",
                      help="replace the input, keeping the original as LOG.bak")
     q.add_argument("--top-k", type=int, default=1, help="records kept per workload (default 1)")
+    q.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (to register its workloads: records of a workload "
+                   "that is not registered cannot replay and are dropped); repeatable")
     q = rs.add_parser("verify", help="rebuild and re-time each workload's best record in a fresh "
                       "process; print recorded vs re-measured time")
     q.add_argument("log")

@@ -25,14 +25,14 @@ from typing import Iterator
 
 from compute.workload_registry import canonical_args, workload_desc
 from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
-from measure.record import (LineWarner, RecordLine, RecordToFile, RecordWarning, iter_lines,
-                            target_summary)
+from measure.record import (LineWarner, RecordFileError, RecordLine, RecordToFile, RecordWarning,
+                            iter_lines, target_summary)
 
 from .search_task import SearchTask
 
-__all__ = ["DistillReport", "NoRecordError", "RecordToFile", "RecordWarning", "VerifyRow",
-           "WorkloadSummary", "best_record", "describe_missing", "distill", "load_records",
-           "summarize", "verify_best"]
+__all__ = ["DistillReport", "NoRecordError", "RecordFileError", "RecordToFile", "RecordWarning",
+           "VerifyRow", "WorkloadSummary", "best_record", "describe_missing", "distill",
+           "load_records", "summarize", "verify_best"]
 
 
 class NoRecordError(LookupError):
@@ -205,8 +205,7 @@ class DistillReport:
         """``kept 3 record(s); dropped: 2 failed measurement(s), 1 do not replay, ...``."""
         parts = [f"{n} {what}" for n, what in (
             (self.failed, "failed measurement(s)"), (self.unreplayable, "do not replay"),
-            (self.unrebuildable, "of workloads that cannot be rebuilt (--import the module "
-                                 "registering them)"),
+            (self.unrebuildable, "of workloads that cannot be rebuilt here (see the warnings)"),
             (self.unreadable, "unreadable line(s)"),
             (self.not_best, f"not among the best {self.top_k} of their workload")) if n]
         return f"kept {self.written} record(s)" + (f"; dropped: {', '.join(parts)}" if parts

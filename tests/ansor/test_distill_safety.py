@@ -141,3 +141,42 @@ def test_cli_distill_needs_an_output(log, tmp_path, capsys):
     assert "not allowed with" in capsys.readouterr().err
     assert main(["records", "distill", str(log), "-o", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_cli_distill_import_registers_the_workloads_to_replay(tmp_path, monkeypatch):
+    """A registered workload replays only where its module is imported: without ``--import``
+    its records are dropped (and the input is left alone), with it they are kept."""
+    import subprocess
+    import sys
+    import textwrap
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    (tmp_path / "distill_wl_mod.py").write_text(textwrap.dedent("""
+        from compute import te
+        from compute.workload_registry import register_workload
+
+        @register_workload("distill_test_scale")
+        def scale(n):
+            a = te.placeholder((n,), "float32", "A")
+            return [a, te.compute((n,), lambda i: a[i] * 2.0, "B")]
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import distill_wl_mod  # noqa: F401 - registers the workload in this process
+
+    t = SearchTask(func="distill_test_scale", args=(8,))
+    log = tmp_path / "log.json"
+    log.write_text(encode_record(MeasureInput(t, t.compute_dag.init_state()),
+                                 MeasureResult((1e-3,), 0, "", 0.1, 5.0)) + "\n")
+    env = dict(os.environ, PYTHONPATH=root)
+
+    def run(*extra):
+        return subprocess.run([sys.executable, "-m", "ansor.cli", "records", "distill", "log.json",
+                               "-o", "out.json", *extra], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    p = run()
+    assert p.returncode == 0 and "wrote 0 record(s)" in p.stdout
+    assert "'distill_test_scale' is not registered" in p.stderr
+    p = run("--import", "distill_wl_mod")
+    assert p.returncode == 0 and "wrote 1 record(s)" in p.stdout, p.stderr
+    assert (tmp_path / "out.json").read_text() == log.read_text()
