@@ -275,9 +275,9 @@ def append_durably(path: str, data: bytes) -> None:
                 os.ftruncate(fd, start)
                 os.fsync(fd)
             except OSError:
-                kept = ("it may end with a partial line, which readers skip with a warning")
-        raise RecordFileError(f"writing to the log file {path!r} failed: {_reason(err)}; "
-                              f"the batch ({len(data)} bytes) was not recorded and {kept}") from None
+                kept = "it may end with a partial line, which readers skip with a warning"
+        raise RecordFileError(f"writing to the log file {path!r} failed: {_reason(err)}; the batch "
+                              f"({len(data)} bytes) was not recorded and {kept}") from None
     finally:
         os.close(fd)
 
