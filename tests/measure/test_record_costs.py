@@ -77,3 +77,13 @@ def test_a_negative_cost_is_never_the_best(task, tmp_path, capsys):
     with pytest.warns(RecordWarning):
         assert main(["records", "show", str(path)]) == 0
     assert "1.0000" in capsys.readouterr().out  # best 1 ms, not -1000 ms
+
+
+def test_resume_does_not_start_from_a_negative_cost(task, tmp_path):
+    from ansor.tuning import TuningOptions
+
+    path = tmp_path / "log.json"
+    path.write_text(_line(task, [-1.0]) + "\n" + _line(task, [2e-3]) + "\n")
+    with pytest.warns(RecordWarning, match=r"log\.json:1: .*must be positive"):
+        res = task.tune(TuningOptions(num_measure_trials=0, log_file=path, verbose=0))
+    assert res.resumed_records == 1 and res.best_cost == 2e-3
