@@ -255,13 +255,21 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if isinstance(model, str):
         print(f"ansor tune: {model}", file=sys.stderr)
         return 2
+    from measure.record import RecordFileError
+
     try:
         result = task.tune(opts, cost_model=model)
+    except RecordFileError as err:  # the log path is unusable: found before anything is measured
+        print(f"ansor tune: {err}", file=sys.stderr)
+        return 2
     finally:
         if runner is not None:
             runner.close()
     if result.interrupted:
         return 130
+    if result.log_failed:  # e.g. the disk filled up: the log keeps every complete record
+        print(f"ansor tune: {result.stop_reason}", file=sys.stderr)
+        return 1
     if result.best_cost is None:
         return 1
     if quick and opts.verbose:
@@ -365,8 +373,23 @@ def _records_distill(ns: argparse.Namespace) -> int:
     if ns.top_k < 1:
         print(f"ansor: --top-k must be at least 1, got {ns.top_k}", file=sys.stderr)
         return 2
-    n = distill(ns.log, ns.output, top_k=ns.top_k)
-    print(f"wrote {n} record(s) to {ns.output} (best {ns.top_k} per workload)")
+    if not _import_user_modules(ns.imports):  # records of unregistered workloads cannot replay
+        return 2
+    try:
+        rep = distill(ns.log, ns.output, top_k=ns.top_k, in_place=ns.in_place)
+    except (ValueError, IsADirectoryError) as err:  # -o names the input, or a directory
+        msg = str(err).removeprefix("distill: ").replace("pass in_place=True", "use --in-place")
+        print(f"ansor records distill: {msg}", file=sys.stderr)
+        return 2
+    except OSError as err:  # an unusable output path: no space, no permission, ...
+        print(f"ansor records distill: cannot write {ns.output or ns.log!r}: "
+              f"{err.strerror or err}", file=sys.stderr)
+        return 2
+    print(f"wrote {rep.written} record(s) to {rep.out_path} (best {ns.top_k} per workload "
+          "that replay)")
+    print(rep.summary())
+    if rep.backup:
+        print(f"original kept as {rep.backup}")
     return 0
 
 
@@ -425,10 +448,17 @@ def _add_records_parser(sub: argparse._SubParsersAction) -> None:
     rs = p.add_subparsers(dest="records_command")
     q = rs.add_parser("show", help="one line per workload: records, valid, best time, GFLOPS")
     q.add_argument("log")
-    q = rs.add_parser("distill", help="keep the best K valid records of each workload")
+    q = rs.add_parser("distill", help="keep the best K valid records of each workload that "
+                      "replay")
     q.add_argument("log")
-    q.add_argument("-o", "--output", required=True, help="output log (may be the input)")
+    out = q.add_mutually_exclusive_group(required=True)
+    out.add_argument("-o", "--output", help="output log (not the input: see --in-place)")
+    out.add_argument("--in-place", dest="in_place", action="store_true",
+                     help="replace the input, keeping the original as LOG.bak")
     q.add_argument("--top-k", type=int, default=1, help="records kept per workload (default 1)")
+    q.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (to register its workloads: records of a workload "
+                   "that is not registered cannot replay and are dropped); repeatable")
     q = rs.add_parser("verify", help="rebuild and re-time each workload's best record in a fresh "
                       "process; print recorded vs re-measured time")
     q.add_argument("log")

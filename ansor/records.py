@@ -12,9 +12,11 @@ with a ``RecordWarning`` naming the file and line.
 """
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import os
+import shutil
 import tempfile
 import warnings
 from collections import Counter
@@ -23,14 +25,14 @@ from typing import Iterator
 
 from compute.workload_registry import canonical_args, workload_desc
 from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
-from measure.record import (LineWarner, RecordLine, RecordToFile, RecordWarning, iter_lines,
-                            target_summary)
+from measure.record import (LineWarner, RecordFileError, RecordLine, RecordToFile, RecordWarning,
+                            iter_lines, target_summary)
 
 from .search_task import SearchTask
 
-__all__ = ["NoRecordError", "RecordToFile", "RecordWarning", "VerifyRow", "WorkloadSummary",
-           "best_record", "describe_missing", "distill", "load_records", "summarize",
-           "verify_best"]
+__all__ = ["DistillReport", "NoRecordError", "RecordFileError", "RecordToFile", "RecordWarning",
+           "VerifyRow", "WorkloadSummary", "best_record", "describe_missing", "distill",
+           "load_records", "summarize", "verify_best"]
 
 
 class NoRecordError(LookupError):
@@ -185,46 +187,160 @@ def describe_missing(path: str | os.PathLike, task: SearchTask) -> str:
     return f"{head}; it holds {what}{', '.join(listed[:8])}{more}"
 
 
-def distill(in_path: str | os.PathLike, out_path: str | os.PathLike, top_k: int = 1) -> int:
-    """Write the ``top_k`` best valid records of every workload (per toolchain) to ``out_path``;
-    returns how many were written.
+@dataclass(frozen=True)
+class DistillReport:
+    """What ``distill`` wrote and what it left out, by reason (record lines)."""
 
-    Works on lines, without rebuilding tasks, so it needs none of the workload functions; lines are
-    copied verbatim. Output order is stable: workloads in order of first appearance, each one's
-    records by ascending mean cost (earlier line first on ties). ``out_path`` is replaced
-    atomically, so it may be ``in_path``.
+    written: int
+    not_best: int       # valid records outside the best ``top_k`` of their workload
+    failed: int         # failed measurements (never kept)
+    unreplayable: int   # valid records whose steps do not replay on their task
+    unrebuildable: int  # valid records whose task cannot be rebuilt (e.g. not registered here)
+    unreadable: int     # lines that do not parse (corrupt, truncated, bad values)
+    top_k: int
+    out_path: str
+    backup: str | None = None  # the original input, kept by ``in_place=True``
+
+    def summary(self) -> str:
+        """``kept 3 record(s); dropped: 2 failed measurement(s), 1 do not replay, ...``."""
+        parts = [f"{n} {what}" for n, what in (
+            (self.failed, "failed measurement(s)"), (self.unreplayable, "do not replay"),
+            (self.unrebuildable, "of workloads that cannot be rebuilt here (see the warnings)"),
+            (self.unreadable, "unreadable line(s)"),
+            (self.not_best, f"not among the best {self.top_k} of their workload")) if n]
+        return f"kept {self.written} record(s)" + (f"; dropped: {', '.join(parts)}" if parts
+                                                   else "")
+
+
+def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = None,
+            top_k: int = 1, *, in_place: bool = False) -> DistillReport:
+    """Write the ``top_k`` best valid records of every workload (per toolchain) that replay to
+    ``out_path``; the report says how many were written and what was dropped, and why.
+
+    A record is kept only if its task can be rebuilt and its steps replay on it, so a record
+    that cannot be applied never displaces good ones; the records of a workload this process
+    cannot rebuild (a registered workload whose module is not imported) are therefore dropped,
+    with a warning. Only the records that would be kept are replayed. Lines are copied verbatim.
+    Output order is stable: workloads in order of first appearance, each one's records by
+    ascending mean cost (earlier line first on ties).
+
+    ``out_path`` may not be the input (the same file under any name) unless ``in_place=True``,
+    which writes over the input (``out_path`` then None or the input) after keeping the original
+    as ``IN_PATH.bak``. The output is written to a temporary file beside it and renamed over it,
+    and keeps the mode of the file it replaces (a new file: the input's).
     """
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"distill: top_k must be a positive integer, got {top_k!r}")
-    # Per group, a max-heap (by negated cost, then negated line number) of the k best so far.
+    in_path = os.fspath(in_path)
+    if out_path is None:
+        if not in_place:
+            raise ValueError("distill: give an output path, or in_place=True to replace the input")
+        out_path = in_path
+    out_path = os.fspath(out_path)
+    same = os.path.exists(out_path) and os.path.samefile(in_path, out_path)
+    if in_place and not same:
+        raise ValueError(f"distill: in_place=True writes over the input {in_path!r}; the output "
+                         f"{out_path!r} is another file")
+    if same and not in_place:
+        raise ValueError(f"distill: the output {out_path!r} is the input; pass in_place=True to "
+                         f"replace it (the original is kept as {in_path + '.bak'!r})")
+    if os.path.isdir(out_path):
+        raise IsADirectoryError(f"distill: the output {out_path!r} is a directory")
+    mode = os.stat(out_path if os.path.exists(out_path) else in_path).st_mode & 0o7777
+
+    warner = LineWarner(in_path)
+    tasks = _Tasks(warner)
+    n_valid = failed = unreplayable = unrebuildable = 0
+    # Per group, a max-heap (by negated cost, then negated line number) of the k best so far,
+    # each replayed when it enters: a record that does not replay never takes a place.
     groups: dict[tuple[str, str], list[tuple[float, int, bytes]]] = {}
-    for line in iter_lines(in_path):
+    for line in iter_lines(in_path, warner):
         if not line.is_valid:
+            failed += 1
             continue
+        n_valid += 1
         heap = groups.setdefault((line.workload_key, line.target_key), [])
         item = (-line.result.mean_cost, -line.lineno, line.raw)
+        if len(heap) >= top_k and item <= heap[0]:
+            continue
+        task = tasks.get(line)
+        if task is None:
+            unrebuildable += 1
+            continue
+        if _make_input(line, task, warner) is None:
+            unreplayable += 1
+            continue
         if len(heap) < top_k:
             heapq.heappush(heap, item)
-        elif item > heap[0]:
+        else:
             heapq.heapreplace(heap, item)
-    out_path = os.fspath(out_path)
-    parent = os.path.dirname(os.path.abspath(out_path))
+    warner.finish()
+    written = sum(len(h) for h in groups.values())
+    data = b"".join(raw + b"\n" for heap in groups.values()
+                    for _, _, raw in sorted(heap, reverse=True))
+    backup = None
+    if in_place:
+        backup = in_path + ".bak"
+        _keep_backup(in_path, backup)
+    _write_replacing(out_path, data, mode)
+    return DistillReport(
+        written=written, not_best=n_valid - written - unreplayable - unrebuildable, failed=failed,
+        unreplayable=unreplayable, unrebuildable=unrebuildable,
+        unreadable=warner.count - unreplayable - unrebuildable, top_k=top_k, out_path=out_path,
+        backup=backup)
+
+
+def _keep_backup(path: str, backup: str) -> None:
+    """Make ``backup`` the current content of ``path``. A hard link (the same inode): a record
+    appended to the log until it is replaced is then in the backup too. Where links are not
+    supported, a durable copy."""
+    tmp = f"{backup}.{os.getpid()}.tmp"
+    try:
+        try:
+            os.link(path, tmp)
+        except OSError:
+            shutil.copy2(path, tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+        os.replace(tmp, backup)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(os.path.dirname(os.path.abspath(backup)))
+
+
+def _write_replacing(path: str, data: bytes, mode: int) -> None:
+    """Replace ``path`` by ``data`` atomically (temporary file beside it, fsync, rename)."""
+    parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
-    n = 0
     fd, tmp = tempfile.mkstemp(prefix=".distill-", suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            for heap in groups.values():
-                for _, _, raw in sorted(heap, reverse=True):
-                    f.write(raw + b"\n")
-                    n += 1
+            f.write(data)
             f.flush()
+            os.fchmod(f.fileno(), mode)  # mkstemp creates 0600
             os.fsync(f.fileno())
-        os.replace(tmp, out_path)
+        os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
-    return n
+    _fsync_dir(parent)
+
+
+def _fsync_dir(path: str) -> None:
+    """Make a rename in ``path`` durable (best effort: not every file system allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Each round the search policy proposes candidates it has not measured before, the
 runner measure them, the results are appended to the log at once (a run killed at any moment keeps
 every finished batch) and fed to the cost model. The loop stops at the trial budget, when the best
 has not improved for ``early_stopping`` trials, when the policy has nothing new to propose, after
-``MAX_CONSECUTIVE_ERRORS`` failed measurements in a row, or on Ctrl-C.
+``MAX_CONSECUTIVE_ERRORS`` failed measurements in a row, when a batch cannot be appended to the
+log (a full disk: the log keeps whole lines only), or on Ctrl-C.
 
 Resuming is implicit: when ``log_file`` already holds records of the task, every schedule in it
 counts as measured (nothing is measured twice), its best schedules seed the search, the cost model
@@ -30,7 +31,8 @@ from cost_model.lgbm_model import LGBModel
 from measure.builder import LocalBuilder
 from measure.local import measure_batch
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from measure.record import LineWarner, RecordToFile, iter_lines, target_summary
+from measure.record import (LineWarner, RecordFileError, RecordToFile, check_log_file, iter_lines,
+                            target_summary)
 from measure.runner import LocalRunner
 
 if TYPE_CHECKING:
@@ -39,8 +41,8 @@ if TYPE_CHECKING:
 
     from .search_task import SearchTask
 
-__all__ = ["MAX_CONSECUTIVE_ERRORS", "TuneResult", "TuningOptions", "default_cost_model",
-           "tune_task"]
+__all__ = ["MAX_CONSECUTIVE_ERRORS", "STOP_LOG_FAILED", "TuneResult", "TuningOptions",
+           "default_cost_model", "tune_task"]
 
 logger = logging.getLogger("ansor.tune")
 
@@ -74,7 +76,9 @@ class TuningOptions:
       rounds).
     * ``early_stopping``: stop when the best has not improved for this many trials (None: never).
     * ``log_file``: JSON-lines record file, appended after every round and resumed from if it
-      exists (None: nothing is written and nothing resumed).
+      exists (None: nothing is written and nothing resumed). Checked when tuning starts
+      (``measure.record.RecordFileError`` if it cannot be appended to); a write that fails
+      later (a full disk) ends the run with what the log holds.
     * ``verbose``: 0 prints nothing, 1 one line per round and a summary, 2 also the builder's and
       runner's per-candidate marks and the policy's own output.
     * ``builder`` / ``runner``: ``"local"`` (created and closed by the call) or a ``LocalBuilder``
@@ -151,6 +155,11 @@ class TuneResult:
     def interrupted(self) -> bool:
         return self.stop_reason == STOP_INTERRUPTED
 
+    @property
+    def log_failed(self) -> bool:
+        """The run stopped because a batch could not be appended to the log."""
+        return self.stop_reason.startswith(STOP_LOG_FAILED)
+
     def summary(self) -> str:
         """The block ``tune`` prints at the end (verbose >= 1)."""
         lines = [f"[{self.task_desc}] tuning finished: {self.stop_reason}"]
@@ -178,6 +187,8 @@ class TuneResult:
 
 STOP_BUDGET = "trial budget reached"
 STOP_INTERRUPTED = "interrupted (Ctrl-C)"
+# A batch could not be appended to the log (a full disk): the run ends with what the log holds.
+STOP_LOG_FAILED = "the log file could not be written"
 
 
 # ---- formatting ---------------------------------------------------------------------------------
@@ -478,7 +489,14 @@ class _Run:
         last_error = ""
         with _sigint_deferred():
             if self.recorder is not None:
-                self.recorder(inputs, results)
+                try:
+                    self.recorder(inputs, results)
+                except RecordFileError as err:
+                    # The log is cut back to whole lines; the batch is abandoned (not booked, not
+                    # counted), as on Ctrl-C, so that the result agrees with the log.
+                    logger.error("%s: %s", self.task.desc, err)
+                    return (f"{STOP_LOG_FAILED}: {err}; the last {len(inputs)} measurement(s) "
+                            "are not counted")
             for inp, res in zip(inputs, results):
                 self.trials += 1
                 self.measured_keys.add(inp.state.canonical_key())
@@ -575,4 +593,6 @@ def tune_task(task: "SearchTask", options: TuningOptions | None = None,
             getattr(search_policy, "generate_measure_candidates", None)):
         raise TypeError("search_policy must have a generate_measure_candidates(num, measured_keys, "
                         "best_states) method")
+    if options.log_file is not None:
+        check_log_file(options.log_file)  # before a round is measured only to be lost
     return _Run(task, options, cost_model, search_policy).run()

@@ -15,10 +15,13 @@ object needs ``ansor.SearchTask``, which lives above ``measure``; ``ansor.record
 Reading uses ``json.loads`` and explicit validation only - never pickle or eval - so a record
 file from anywhere can at worst be rejected. Writing appends whole lines with one ``write`` per
 batch and fsyncs, so a writer killed at any moment leaves at most one partial last line, which the
-reader skips with a warning.
+reader skips with a warning; a write that fails (a full disk) is cut back to whole lines and
+raises ``RecordFileError``. ``check_log_file`` finds an unusable path before any work is done.
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import math
@@ -185,26 +188,97 @@ class RecordToFile:
             self.n_written += len(inputs)
 
 
+class RecordFileError(OSError):
+    """A record file cannot be written; the message names the file and the reason."""
+
+
+def _reason(err: OSError) -> str:
+    return err.strerror or str(err)
+
+
+def check_log_file(path: str | os.PathLike) -> str:
+    """Check that records can be appended to ``path`` before any work is done, and return it.
+
+    Creates the file's missing directories and the file itself (empty), as the first append
+    would; an existing file is left as it is. ``RecordFileError`` names the path and what is
+    wrong: empty, a directory, under something that is not a directory, not a regular file, or
+    not openable for appending (permissions, read-only file system, ...). A full disk shows only
+    when writing: ``append_durably`` handles that.
+    """
+    path = os.fspath(path)
+    if not path:
+        raise RecordFileError("the log file path is empty")
+    if os.path.isdir(path):
+        raise RecordFileError(f"log file {path!r} is a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    # The nearest existing ancestor must be a directory ("/etc/passwd/x.json" is not a path).
+    up = parent
+    while not os.path.exists(up) and os.path.dirname(up) != up:
+        up = os.path.dirname(up)
+    if not os.path.isdir(up):
+        raise RecordFileError(f"log file {path!r}: its directory {up!r} is not a directory")
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise RecordFileError(f"log file {path!r} is not a regular file (records are appended and "
+                              "synced to disk; use no log file to keep no records)")
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as err:
+        raise RecordFileError(f"cannot create the directory of log file {path!r}: "
+                              f"{_reason(err)}") from None
+    try:
+        # O_NONBLOCK: a FIFO that slipped in between the checks fails here instead of hanging.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+    except OSError as err:
+        raise RecordFileError(f"cannot open the log file {path!r} for appending: "
+                              f"{_reason(err)}") from None
+    os.close(fd)
+    return path
+
+
 def append_durably(path: str, data: bytes) -> None:
-    """Append ``data`` (whole lines) to ``path`` and fsync.
+    """Append ``data`` (whole lines) to ``path`` and fsync; all or nothing.
 
     The file is opened per call: a batch takes seconds to measure, an open takes microseconds,
     and a log moved or rotated between batches is then followed rather than written into a
-    deleted inode.
+    deleted inode. Writers take turns through an advisory lock, so that when a write fails (a
+    full disk, an I/O error) the file can be cut back to where this batch began without cutting
+    another writer's lines: it then ends with whole lines only, and ``RecordFileError`` says so.
     """
     parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        if os.fstat(fd).st_size > 0 and not _ends_with_newline(path):
+        os.makedirs(parent, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise RecordFileError(f"cannot open the log file {path!r} for appending: "
+                              f"{_reason(err)}") from None
+    start = None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass  # a file system without locks: concurrent writers then only risk a rollback
+        start = os.fstat(fd).st_size
+        if start > 0 and not _ends_with_newline(path):
             # A writer killed mid-line left a partial line: end it, or our first line would be
             # glued onto it and lost with it.
             data = b"\n" + data
         view = memoryview(data)
         while view:
             n = os.write(fd, view)
+            if n <= 0:
+                raise OSError(errno.EIO, "the write stored nothing")
             view = view[n:]
         os.fsync(fd)
+    except OSError as err:
+        kept = "the file is as it was"
+        if start is not None:
+            try:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            except OSError:
+                kept = "it may end with a partial line, which readers skip with a warning"
+        raise RecordFileError(f"writing to the log file {path!r} failed: {_reason(err)}; the batch "
+                              f"({len(data)} bytes) was not recorded and {kept}") from None
     finally:
         os.close(fd)
 
@@ -300,8 +374,17 @@ def parse_result(r: Any) -> MeasureResult:
     msg = r.get("error_msg", "")
     if not isinstance(msg, str):
         raise RecordFormatError("result.error_msg must be a string")
+    parsed = tuple(_num(c, "result.costs[]") for c in costs)
+    if error_no == MeasureErrorNo.NO_ERROR:
+        # A successful measurement's cost is a time: a zero or negative one would win every
+        # comparison (best record, resume, verify) without ever having been measured. Failed
+        # measurements carry placeholder costs (MAX_FLOAT or none), which nothing ranks.
+        for i, c in enumerate(parsed):
+            if not c > 0:
+                raise RecordFormatError(f"result.costs[{i}] is {costs[i]!r}: a successful "
+                                        "measurement's cost must be positive (seconds)")
     return MeasureResult(
-        costs=tuple(_num(c, "result.costs[]") for c in costs), error_no=error_no, error_msg=msg,
+        costs=parsed, error_no=error_no, error_msg=msg,
         all_cost=_num(r.get("all_cost", 0.0), "result.all_cost"),
         timestamp=_num(r.get("timestamp", 0.0), "result.timestamp"))
 

@@ -9,7 +9,8 @@ way for all of them, so that they differ in their search alone:
   raised);
 * the valid states are measured together by ``measure_batch`` (the auto-scheduler's builder and
   runner) and every result is appended to the log at once, with its configuration
-  (``records.ConfigRecordToFile``);
+  (``records.ConfigRecordToFile``); the log path is checked before anything is measured, and a
+  batch that cannot be written (a full disk) ends the run, the log keeping whole lines only;
 * with an existing log, the run resumes: configurations already in it (same template and space,
   or the same state) are never measured again, the tuner is told their scores, and the best
   starts from the log's. ``n_trial`` counts new measurements, as ``SearchTask.tune``'s
@@ -32,7 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from measure.local import measure_batch
 from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
-from measure.record import target_summary, truncate_msg
+from measure.record import RecordFileError, check_log_file, target_summary, truncate_msg
 
 from .measure import MeasureOption
 from .records import ConfigRecord, ConfigRecordToFile, config_of, iter_config_records
@@ -56,6 +57,8 @@ MAX_ENUMERATE = 1 << 21
 STOP_BUDGET = "trial budget reached"
 STOP_INTERRUPTED = "interrupted (Ctrl-C)"
 STOP_EXHAUSTED = "the space is exhausted (every configuration measured)"
+# A batch could not be appended to the log (a full disk): the run ends with what the log holds.
+STOP_LOG_FAILED = "the log file could not be written"
 
 Callback = Callable[["Tuner", Sequence[MeasureInput], Sequence[MeasureResult]], None]
 
@@ -182,6 +185,8 @@ class Tuner:
                             f"{type(measure_option).__name__}")
         if log_file is not None and not isinstance(log_file, (str, os.PathLike)):
             raise TypeError(f"tune: log_file must be a path or None, got {type(log_file).__name__}")
+        if log_file is not None:
+            check_log_file(log_file)  # before a batch is measured only to be lost
         return _Session(self, n_trial, measure_option, log_file, early_stopping, batch_size,
                         verbose, list(callbacks)).run()
 
@@ -340,7 +345,14 @@ class _Session:
         all_results = [r for _, _, _, r in rows]
         # Log first (durably), then book: a run killed now keeps this batch.
         if self.recorder is not None and rows:
-            self.recorder.write(all_inputs, all_results, [c for _, c, _, _ in rows])
+            try:
+                self.recorder.write(all_inputs, all_results, [c for _, c, _, _ in rows])
+            except RecordFileError as err:
+                # The log is cut back to whole lines; the batch is abandoned (not booked, not
+                # counted), as on Ctrl-C, so that the result agrees with the log.
+                logger.error("%s: %s", task.name, err)
+                return (f"{STOP_LOG_FAILED}: {err}; the last {len(rows)} measurement(s) are not "
+                        "counted")
 
         indices: list[int] = []
         scores: list[float] = []

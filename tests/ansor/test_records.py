@@ -329,7 +329,7 @@ def _by_workload(path) -> dict[str, list[float]]:
 def test_distill_keeps_the_best_k_valid_per_workload(log, tmp_path, tasks, top_k):
     path, inputs, results = log
     out = tmp_path / "best.json"
-    n = distill(path, out, top_k=top_k)
+    n = distill(path, out, top_k=top_k).written
     got = _by_workload(out)
     assert n == sum(len(v) for v in got.values())
     assert list(got) == [t.desc for t in tasks]  # order of first appearance
@@ -347,9 +347,10 @@ def test_distill_in_place_and_argument_checks(log, tmp_path):
     path, _, _ = log
     copy = tmp_path / "copy.json"
     copy.write_bytes(path.read_bytes())
-    assert distill(copy, copy) == 4
+    assert distill(copy, in_place=True).written == 4
     assert len(copy.read_text().splitlines()) == 4
-    assert [p.name for p in tmp_path.iterdir()] == ["copy.json"]  # no temporary left behind
+    # No temporary left behind; the original is kept.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.json", "copy.json.bak"]
     with pytest.raises(ValueError, match="positive integer"):
         distill(path, tmp_path / "x.json", top_k=0)
 
