@@ -231,7 +231,8 @@ def test_corpus_show_distill_and_summarize(corpus_log, tmp_path, capsys):
         assert main(["records", "show", log]) == 0
         rows = summarize(log)
         out = str(tmp_path / "distilled.json")
-        assert distill(log, out) == 1
+        report = distill(log, out)
+        assert report.written == 1 and report.unreadable == len(corpus)
     _check_warnings([w for w in caught][: len(corpus)], log, corpus)
     shown = capsys.readouterr().out
     assert "C[4](A[4x16])" in shown and "\x1b" not in shown and "owned" not in shown
