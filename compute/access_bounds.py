@@ -288,10 +288,12 @@ def _check_load(op: ComputeOp, load: E.TensorLoad, guards: tuple[tuple[E.Expr, b
             t = load.tensor
             used = [a for a in axes if id(a) in iv[3]]
             over = ", ".join(f"{a.name} in [{a.lo}, {a.lo + a.extent})" for a in used)
+            bad = iv[1] if iv[1] >= n else iv[0]  # an end outside the extent: it is read
+            shown = ", ".join(str(bad) if k == pos else str(x) for k, x in enumerate(load.indices))
             raise OutOfBoundsError(
-                f"compute {op.name!r} reads tensor {t.name!r} out of bounds: index {pos} of "
-                f"`{load}` is `{idx}`, which takes the values {iv[0]}..{iv[1]}"
-                f"{' for ' + over if over else ''}, but dimension {pos} of {t.name!r} is [0, {n})")
+                f"compute {op.name!r} reads tensor {t.name!r} out of bounds: {t.name}[{shown}] "
+                f"(index {pos} of `{load}` is `{idx}`, which takes the values {iv[0]}..{iv[1]}"
+                f"{' for ' + over if over else ''}, but dimension {pos} of {t.name!r} is [0, {n}))")
         out.append(Access(op, load, pos, guards, None if iv is None else (iv[0], iv[1])))
     return out
 
