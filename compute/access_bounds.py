@@ -16,9 +16,12 @@ conditions guarding it hold (the select branch it sits in, a reduction's ``where
   range in the branch its select does not take, and that is legal.
 - ``check_unproven(dag, accesses)`` decides the unproven ones exactly, once: an index and its
   guards that depend only on axes are evaluated over the grid of the axes they mention (with the
-  machine's integer semantics, via the reference evaluator's expression evaluator); whatever
-  depends on tensor values, or spans too large a grid, is decided by running the reference
-  evaluator on the random inputs the tuner measures with, which reports any read out of range.
+  machine's integer semantics, via the reference evaluator's expression evaluator). An index that
+  depends on tensor values (a gather) is in range or not depending on the data: it is decided by
+  running the reference evaluator on the random inputs the tuner measures with (which reports any
+  read out of range), as is an index over a grid too large to enumerate. Building skips the
+  data-dependent ones (the caller's arrays decide them); tuning, which runs on those random
+  inputs, does not.
 """
 from __future__ import annotations
 
@@ -33,9 +36,10 @@ from .tensor import ComputeOp, Operation
 if TYPE_CHECKING:
     from .compute_dag import ComputeDAG
 
-# Largest grid (product of the extents of the axes one index and its guards use) decided by
-# direct evaluation; larger ones fall back to one reference run, which works in chunks.
-GRID_LIMIT = 1 << 20
+# Grids (the axes one index and its guards use) are evaluated in chunks of at most GRID_CHUNK
+# points; one larger than GRID_MAX points (seconds of numpy) is left to one reference run instead.
+GRID_CHUNK = 1 << 20
+GRID_MAX = 1 << 26
 
 _Interval = tuple[int, int, bool, frozenset]  # lo, hi (inclusive), ends attained, axes used
 
@@ -54,6 +58,12 @@ class Access:
     position: int
     guards: tuple[tuple[E.Expr, bool], ...]  # (condition, must be true?) all holding at the read
     interval: tuple[int, int] | None         # sound bounds if known
+
+    @property
+    def data_dependent(self) -> bool:
+        """Whether the index or a guard reads a tensor (a gather): its range depends on data."""
+        exprs = [self.load.indices[self.position]] + [c for c, _ in self.guards]
+        return any(isinstance(n, E.TensorLoad) for x in exprs for n in E.post_order(x))
 
     def describe(self) -> str:
         t = self.load.tensor
@@ -250,6 +260,7 @@ def _analyse_op(op: ComputeOp) -> list[Access]:
     # Explicit stack (expressions may be deep): (node, guards holding where it is evaluated).
     stack: list[tuple[E.Expr, tuple[tuple[E.Expr, bool], ...]]] = [(op.body, ())]
     seen: set[tuple[int, tuple]] = set()
+    refine_cache: dict[tuple, dict[int, tuple[int, int]] | None] = {}
     while stack:
         node, guards = stack.pop()
         key = (id(node), tuple((id(c), p) for c, p in guards))
@@ -269,14 +280,18 @@ def _analyse_op(op: ComputeOp) -> list[Access]:
                 stack.append((node.source, guards))
             continue
         if isinstance(node, E.TensorLoad):
-            out.extend(_check_load(op, node, guards, ranges, axes))
+            out.extend(_check_load(op, node, guards, ranges, axes, refine_cache))
         stack.extend((c, guards) for c in node.children())
     return out
 
 
 def _check_load(op: ComputeOp, load: E.TensorLoad, guards: tuple[tuple[E.Expr, bool], ...],
-                ranges: dict[int, tuple[int, int]], axes: list[E.IterVar]) -> list[Access]:
-    refined = _refine(ranges, guards) if guards else ranges
+                ranges: dict[int, tuple[int, int]], axes: list[E.IterVar],
+                refine_cache: dict[tuple, dict[int, tuple[int, int]] | None]) -> list[Access]:
+    key = tuple((id(c), p) for c, p in guards)
+    if key not in refine_cache:  # loads under the same guards share one narrowing
+        refine_cache[key] = _refine(ranges, guards) if guards else ranges
+    refined = refine_cache[key]
     if refined is None:
         return []  # the guards never hold together: this read never happens
     out = []
@@ -300,53 +315,63 @@ def _check_load(op: ComputeOp, load: E.TensorLoad, guards: tuple[tuple[E.Expr, b
 
 # ---- the exact check of what the intervals left open ---------------------------------------------
 
-def check_unproven(dag: "ComputeDAG", accesses: list[Access]) -> None:
-    """Raise ``OutOfBoundsError`` if any of ``accesses`` reads out of range (see module doc)."""
+def check_unproven(dag: "ComputeDAG", accesses: list[Access], data_dependent: bool = True) -> None:
+    """Raise ``OutOfBoundsError`` if any of ``accesses`` reads out of range (see module doc).
+
+    With ``data_dependent=False`` the accesses whose index depends on tensor values are skipped:
+    they can only be decided for given inputs.
+    """
     need_reference: list[Access] = []
     for acc in accesses:
-        if not _check_on_grid(acc):
+        if acc.data_dependent:
+            if data_dependent:
+                need_reference.append(acc)
+        elif not _check_on_grid(acc):
             need_reference.append(acc)
     if need_reference:
         _check_with_reference(dag, need_reference)
 
 
 def _check_on_grid(acc: Access) -> bool:
-    """Decide ``acc`` by evaluating its index and guards over the axes they use; False if that
-    is impossible (they read tensors) or too large."""
-    from .reference import _Evaluator  # the reference imports this package's DAG module
+    """Decide ``acc`` exactly by evaluating its index and guards over the axes they use, in
+    chunks; False if the grid is too large."""
+    import itertools
+
+    import numpy as np
+
+    from .reference import _Evaluator, _plan_blocks, _ranges  # the reference imports the DAG
 
     exprs = [acc.load.indices[acc.position]] + [c for c, _ in acc.guards]
-    if any(isinstance(n, E.TensorLoad) for x in exprs for n in E.post_order(x)):
-        return False
     axes = list(acc.op.axes) + list(acc.op.reduce_axes)
     used_ids = {id(v) for x in exprs for v in E.free_vars(x)}
     used = [a for a in axes if id(a) in used_ids]
-    if math.prod(a.extent for a in used) > GRID_LIMIT:
+    extents = [a.extent for a in used]
+    if math.prod(extents) > GRID_MAX:
         return False
-    import numpy as np
-
-    env = {}
-    for d, a in enumerate(used):
-        shape = [1] * len(used)
-        shape[d] = a.extent
-        env[id(a)] = np.arange(a.lo, a.lo + a.extent, dtype=np.dtype(a.dtype)).reshape(shape)
-    ev = _Evaluator(env, {})
-    grid = tuple(a.extent for a in used)
-    with np.errstate(all="ignore"):
-        idx = np.broadcast_to(np.asarray(ev.eval(exprs[0])[0]), grid)
-        n = acc.load.tensor.shape[acc.position]
-        bad = (idx < 0) | (idx >= n)
-        for cond, positive in acc.guards:
-            c = np.asarray(ev.eval(cond)[0], dtype=bool)
-            bad = bad & (c if positive else ~c)
-    if np.any(bad):
-        at = np.unravel_index(int(np.argmax(bad)), grid)
-        point = ", ".join(f"{a.name}={a.lo + int(p)}" for a, p in zip(used, at))
-        t = acc.load.tensor
-        raise OutOfBoundsError(
-            f"compute {acc.op.name!r} reads tensor {t.name!r} out of bounds: index {acc.position} "
-            f"of `{acc.load}` is `{exprs[0]}` = {int(idx[at])} at {point or 'every point'}, "
-            f"but dimension {acc.position} of {t.name!r} is [0, {n})")
+    n = acc.load.tensor.shape[acc.position]
+    blocks = _plan_blocks(extents, list(range(len(used))), GRID_CHUNK)
+    for box in itertools.product(*[_ranges(e, b) for e, b in zip(extents, blocks)]):
+        env = {}
+        for d, (a, (lo, hi)) in enumerate(zip(used, box)):
+            shape = [1] * len(used)
+            shape[d] = hi - lo
+            env[id(a)] = np.arange(a.lo + lo, a.lo + hi, dtype=np.dtype(a.dtype)).reshape(shape)
+        ev = _Evaluator(env, {})
+        grid = tuple(hi - lo for lo, hi in box)
+        with np.errstate(all="ignore"):  # the machine's wrap-around is the semantics
+            idx = np.broadcast_to(np.asarray(ev.eval(exprs[0])[0]), grid)
+            bad = (idx < 0) | (idx >= n)
+            for cond, positive in acc.guards:
+                c = np.asarray(ev.eval(cond)[0], dtype=bool)
+                bad = bad & (c if positive else ~c)
+        if np.any(bad):
+            at = np.unravel_index(int(np.argmax(bad)), grid)
+            point = ", ".join(f"{a.name}={a.lo + lo + int(p)}" for a, (lo, _), p in zip(used, box, at))
+            t = acc.load.tensor
+            raise OutOfBoundsError(
+                f"compute {acc.op.name!r} reads tensor {t.name!r} out of bounds: index "
+                f"{acc.position} of `{acc.load}` is `{exprs[0]}` = {int(idx[at])} at "
+                f"{point or 'every point'}, but dimension {acc.position} of {t.name!r} is [0, {n})")
     return True
 
 

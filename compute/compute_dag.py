@@ -72,7 +72,7 @@ class ComputeDAG:
         self.info: dict[Operation, OpInfo] = _analyse(self.ops)
         # Provably out-of-range reads are rejected here; the rest wait for check_bounds().
         self.unproven_accesses: list[access_bounds.Access] = access_bounds.analyse(self.ops)
-        self._bounds_checked = not self.unproven_accesses
+        self._bounds_checked = {True: not self.unproven_accesses, False: not self.unproven_accesses}
         self._key: str | None = None
 
     # ---- facts ---------------------------------------------------------------------------------
@@ -92,16 +92,20 @@ class ComputeDAG:
     def flop_count(self) -> float:
         return float(sum(op_flops(op) for op in self.compute_ops))
 
-    def check_bounds(self) -> None:
+    def check_bounds(self, data_dependent: bool = True) -> None:
         """Raise ``OutOfBoundsError`` if the computation reads any tensor out of range.
 
         Reads proven in range at construction cost nothing; the others are decided exactly once
-        per DAG (see ``compute.access_bounds``). Building and tuning call this first, because a
-        compiled kernel does not check its indices.
+        per DAG (see ``compute.access_bounds``). Indices computed from tensor values are checked
+        on the tuner's random inputs, unless ``data_dependent`` is False (building: the caller's
+        arrays decide them). Building and tuning call this first, because a compiled kernel does
+        not check its indices.
         """
-        if not self._bounds_checked:
-            access_bounds.check_unproven(self, self.unproven_accesses)
-            self._bounds_checked = True
+        if not self._bounds_checked[data_dependent]:
+            access_bounds.check_unproven(self, self.unproven_accesses, data_dependent)
+            self._bounds_checked[data_dependent] = True
+            if data_dependent:
+                self._bounds_checked[False] = True
 
     def elementwise_match(self, producer: Operation, consumer: Operation) -> bool:
         """True if ``consumer`` reads ``producer`` only at its own index, shapes equal.

@@ -72,3 +72,20 @@ def test_template_task_on_an_out_of_bounds_computation_fails_at_creation():
                     name="C")
     with pytest.raises(OutOfBoundsError, match=r"'A'.*index 1"):
         autotvm.create_task(ansor.SearchTask(tensors=[A2, B, C2]), template="matmul")
+
+
+def test_build_leaves_data_dependent_indices_to_the_caller_but_tuning_checks_them(tmp_path):
+    A = te.placeholder((100,), name="A")
+    B = te.placeholder((50,), "int32", name="B")
+    C = te.compute((50,), lambda i: A[B[i]], name="C")
+    kernel = ansor.build([A, B, C])  # a gather: in range for the caller's indices
+    a = np.random.default_rng(0).random(100).astype("float32")
+    b = np.arange(0, 100, 2, dtype="int32")
+    c = np.empty(50, "float32")
+    kernel(a, b, c)
+    assert np.array_equal(c, a[b])
+    # The tuner measures on random inputs, whose int32 values include negative indices.
+    task = ansor.SearchTask(tensors=[A, B, C])
+    with pytest.raises(OutOfBoundsError, match=r"'A'.*random inputs"):
+        task.tune(TuningOptions(num_measure_trials=8, log_file=tmp_path / "g.json", verbose=0))
+    assert not (tmp_path / "g.json").exists()

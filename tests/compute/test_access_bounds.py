@@ -163,3 +163,26 @@ def test_every_benchmark_suite_workload_is_accepted():
 
     for w in SUITE:
         ComputeDAG(make_workload(w.workload, w.args)).check_bounds()
+
+
+# ---- the exact check's mechanics -------------------------------------------------------------------
+
+def test_grid_check_in_chunks_reports_the_first_bad_point(monkeypatch):
+    from compute import access_bounds
+
+    monkeypatch.setattr(access_bounds, "GRID_CHUNK", 7)
+    # i * 7 % 1000 first reaches 200 at i = 29 (203), in the fifth chunk of seven points.
+    dag = ComputeDAG(_one_d(lambda A, i: A[(i * 7) % 1000], n=200))
+    with pytest.raises(OutOfBoundsError, match=r"= 203 at i=29, .*\[0, 200\)"):
+        dag.check_bounds()
+
+
+def test_grid_too_large_falls_back_to_the_reference(monkeypatch):
+    from compute import access_bounds
+
+    monkeypatch.setattr(access_bounds, "GRID_MAX", 10)
+    dag = ComputeDAG(_one_d(lambda A, i: A[(i * 7919) % 100000] * 2.0))
+    with pytest.raises(OutOfBoundsError, match=r"'A'.*\[7919\].*random inputs"):
+        dag.check_bounds()
+    ok = ComputeDAG(_one_d(lambda A, i: A[(i * 7) % 100]))
+    ok.check_bounds()
