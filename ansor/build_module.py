@@ -28,7 +28,9 @@ def build(target: Buildable, name: str | None = None) -> "Kernel":
     ``target`` is a list of tensors (inputs and outputs in call order: built with the default
     schedule), a ComputeDAG (default schedule) or a State (a schedule, e.g. from
     ``task.apply_best``). The kernel takes one C-contiguous numpy array per argument and writes
-    the outputs in place.
+    the outputs in place. A computation that reads a tensor out of range raises
+    ``compute.access_bounds.OutOfBoundsError`` (see ``ComputeDAG.check_bounds``); indices read
+    from tensors (a gather ``A[B[i]]``) are the caller's to keep in range.
     """
     if isinstance(target, State):
         state = target
@@ -39,6 +41,10 @@ def build(target: Buildable, name: str | None = None) -> "Kernel":
     else:
         raise TypeError(f"ansor.build takes a list of tensors, a ComputeDAG or a State, got "
                         f"{type(target).__name__}")
+    # The kernel does not check its indices: a computation reading out of range must fail here,
+    # not corrupt or crash the caller's process. Indices read from tensors depend on the arrays
+    # of each call, so only the caller can keep those in range.
+    state.dag.check_bounds(data_dependent=False)
     from measure.kernel import build_func  # LLVM starts only when something is built
 
     func = lower(state, name or _func_name(state.dag))

@@ -593,6 +593,9 @@ def tune_task(task: "SearchTask", options: TuningOptions | None = None,
             getattr(search_policy, "generate_measure_candidates", None)):
         raise TypeError("search_policy must have a generate_measure_candidates(num, measured_keys, "
                         "best_states) method")
+    # Before anything is measured or logged: candidates of a computation that reads out of range
+    # would run (and be recorded as valid) while producing garbage.
+    task.compute_dag.check_bounds()
     if options.log_file is not None:
         check_log_file(options.log_file)  # before a round is measured only to be lost
     return _Run(task, options, cost_model, search_policy).run()

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from . import access_bounds
 from . import expr as E
 from .names import check_dag_json_names
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
@@ -70,6 +71,9 @@ class ComputeDAG:
             raise ValueError("the argument list contains no compute; nothing to build")
         self.op_index = {op: i for i, op in enumerate(self.ops)}
         self.info: dict[Operation, OpInfo] = _analyse(self.ops)
+        # Provably out-of-range reads are rejected here; the rest wait for check_bounds().
+        self.unproven_accesses: list[access_bounds.Access] = access_bounds.analyse(self.ops)
+        self._bounds_checked = {True: not self.unproven_accesses, False: not self.unproven_accesses}
         self._key: str | None = None
 
     # ---- facts ---------------------------------------------------------------------------------
@@ -88,6 +92,21 @@ class ComputeDAG:
     @property
     def flop_count(self) -> float:
         return float(sum(op_flops(op) for op in self.compute_ops))
+
+    def check_bounds(self, data_dependent: bool = True) -> None:
+        """Raise ``OutOfBoundsError`` if the computation reads any tensor out of range.
+
+        Reads proven in range at construction cost nothing; the others are decided exactly once
+        per DAG (see ``compute.access_bounds``). Indices computed from tensor values are checked
+        on the tuner's random inputs, unless ``data_dependent`` is False (building: the caller's
+        arrays decide them). Building and tuning call this first, because a compiled kernel does
+        not check its indices.
+        """
+        if not self._bounds_checked[data_dependent]:
+            access_bounds.check_unproven(self, self.unproven_accesses, data_dependent)
+            self._bounds_checked[data_dependent] = True
+            if data_dependent:
+                self._bounds_checked[False] = True
 
     def elementwise_match(self, producer: Operation, consumer: Operation) -> bool:
         """True if ``consumer`` reads ``producer`` only at its own index, shapes equal.

@@ -123,6 +123,8 @@ class TemplateTask:
         else:
             raise TypeError(f"TemplateTask: workload must be a registered workload name or a "
                             f"SearchTask, got {type(workload).__name__}")
+        # Fail the task now, not after measuring configurations that read out of range.
+        self.search_task.compute_dag.check_bounds()
         if template is None:
             wname = self.search_task.workload_name
             if wname is None:
