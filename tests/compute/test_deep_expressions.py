@@ -174,7 +174,7 @@ def test_lowering_interpreted_and_features(shape):
     A, B, expect = SHAPES[shape](1500)
     dag = ansor.ComputeDAG([A, B])
     assert dag.lower().params  # lowering at depth; the test interpreter itself recurses, so it
-    A, B, expect = SHAPES[shape](150)  # checks what lowering produces on a shallower chain
+    A, B, expect = SHAPES[shape](60)  # checks what lowering produces on a shallower chain
     a = _inputs()
     out = np.full(N_POINTS, np.nan, "float32")
     interpret(ansor.ComputeDAG([A, B]).lower(), [a, out])
