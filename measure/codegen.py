@@ -270,7 +270,7 @@ class _Function:
     # ---- expression analyses -----------------------------------------------------------------
     # Each analysis is a fold (``_fold``): iterative, so expressions of any depth are fine.
     def _contains_load(self, e: E.Expr) -> bool:
-        return _fold(self._load_memo, e, E.Expr.children,
+        return _fold(self._load_memo, e, _children,
                      lambda n, ks: isinstance(n, L.BufferLoad) or any(ks))
 
     def _varies(self, e: E.Expr) -> bool:
@@ -278,7 +278,7 @@ class _Function:
         if self.vec is None:
             return False
         var = self.vec.var
-        return _fold(self._varies_memo, e, E.Expr.children, lambda n, ks: n is var or any(ks))
+        return _fold(self._varies_memo, e, _children, lambda n, ks: n is var or any(ks))
 
     def _is_index(self, e: E.Expr) -> bool:
         """Integer arithmetic over loop variables and constants only (safe to widen to i64)."""
@@ -1147,6 +1147,10 @@ class _Function:
             self.do(f"store i64 {ref}, ptr {slot}, align 8")
         nt = self.ins(f"load i32, ptr @{NUM_THREADS_GLOBAL}, align 4")
         self.do(f"call void @GOMP_parallel(ptr {tramp_sym}, ptr {clo}, i32 {nt}, i32 0)")
+
+
+def _children(e: E.Expr) -> tuple[E.Expr, ...]:
+    return e.children()
 
 
 def _fold(memo: dict[int, tuple[E.Expr, Any]], e: E.Expr,
