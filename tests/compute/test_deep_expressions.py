@@ -154,7 +154,7 @@ def test_dag_analyses_print_json_flops(shape, n):
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-@pytest.mark.parametrize("n", [400, 600, 5000])
+@pytest.mark.parametrize("n", [400, 600, pytest.param(5000, marks=pytest.mark.slow)])  # LLVM: ~13 s
 def test_reference_and_build_match_numpy(shape, n):
     A, B, expect = SHAPES[shape](n)
     a = _inputs()
