@@ -264,15 +264,17 @@ def op_flops(op: ComputeOp) -> int:
 
 
 def _count_ops(e: E.Expr) -> int:
+    return E.fold(e, _ops_of_node)  # type: ignore[return-value]
+
+
+def _ops_of_node(e: E.Expr, kids: list) -> int:
     if isinstance(e, (E.Const, E.Var, E.TensorLoad)):
         return 0
     if isinstance(e, E.Cast):
-        return _count_ops(e.value)
+        return kids[0]
     if isinstance(e, E.Select):
-        return _count_ops(e.cond) + max(_count_ops(e.true_value), _count_ops(e.false_value))
-    if isinstance(e, E.Unary) and e.op == "neg":
-        return 1 + _count_ops(e.a)
-    return 1 + sum(_count_ops(c) for c in e.children())
+        return kids[0] + max(kids[1], kids[2])
+    return 1 + sum(kids)
 
 
 # ---- serialisation: JSON, never code ------------------------------------------------------------
@@ -317,7 +319,34 @@ def _json_attrs(op: ComputeOp) -> dict:
     return op.attrs
 
 
+# A body is written as one nested list (["b", "add", X, Y], ...) unless that would nest deeper than
+# NESTED_MAX_DEPTH (JSON text nested thousands deep cannot be dumped or loaded by the json module)
+# or repeat shared sub-expressions into more than NESTED_MAX_NODES entries. Such bodies are
+# written flat instead: ["dag", [entry0, entry1, ...]], each entry a node whose operands are
+# references ["@", k] to earlier entries; the last entry is the body. Every body an earlier version
+# could write stays nested, so workload keys of existing logs do not change.
+NESTED_MAX_DEPTH = 400
+NESTED_MAX_NODES = 100_000
+
+
 def _expr_json(e: E.Expr, index: dict, axes: dict) -> list:
+    # (depth, size) of the nested form, per node; min() keeps exponential sizes from growing big.
+    depth, size = E.fold(e, lambda n, ks: (1 + max((k[0] for k in ks), default=0),
+                                           min(1 + sum(k[1] for k in ks), NESTED_MAX_NODES + 1)))
+    if depth <= NESTED_MAX_DEPTH and size <= NESTED_MAX_NODES:
+        return E.fold(e, lambda n, ks: _node_json(n, ks, index, axes))  # type: ignore[return-value]
+    entries: list = []
+
+    def entry(n: E.Expr, ks: list) -> list:
+        entries.append(_node_json(n, ks, index, axes))
+        return ["@", len(entries) - 1]
+
+    E.fold(e, entry)
+    return ["dag", entries]
+
+
+def _node_json(e: E.Expr, kids: list, index: dict, axes: dict) -> list:
+    """One node in the JSON form, its operands (in ``children()`` order) already written."""
     if isinstance(e, E.Const):
         v = e.value
         if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
@@ -329,23 +358,22 @@ def _expr_json(e: E.Expr, index: dict, axes: dict) -> list:
             raise ValueError(f"cannot serialise free variable {e.name!r}")
         return ref
     if isinstance(e, E.Binary):
-        return ["b", e.op, _expr_json(e.a, index, axes), _expr_json(e.b, index, axes)]
+        return ["b", e.op, kids[0], kids[1]]
     if isinstance(e, E.Compare):
-        return ["cmp", e.op, _expr_json(e.a, index, axes), _expr_json(e.b, index, axes)]
+        return ["cmp", e.op, kids[0], kids[1]]
     if isinstance(e, E.Unary):
-        return ["u", e.op, _expr_json(e.a, index, axes)]
+        return ["u", e.op, kids[0]]
     if isinstance(e, E.Call):
-        return ["call", e.name] + [_expr_json(a, index, axes) for a in e.args]
+        return ["call", e.name] + kids
     if isinstance(e, E.Select):
-        return ["sel"] + [_expr_json(c, index, axes) for c in e.children()]
+        return ["sel"] + kids
     if isinstance(e, E.Cast):
-        return ["cast", e.dtype, _expr_json(e.value, index, axes)]
+        return ["cast", e.dtype, kids[0]]
     if isinstance(e, E.TensorLoad):
-        return ["load", index[e.tensor.op]] + [_expr_json(i, index, axes) for i in e.indices]
+        return ["load", index[e.tensor.op]] + kids
     if isinstance(e, E.Reduce):
-        return ["red", e.combiner, _expr_json(e.source, index, axes),
-                [axes[id(a)][1] for a in e.axes],
-                None if e.where is None else _expr_json(e.where, index, axes)]
+        return ["red", e.combiner, kids[0], [axes[id(a)][1] for a in e.axes],
+                None if e.where is None else kids[1]]
     raise TypeError(f"cannot serialise {type(e).__name__}")
 
 
@@ -383,32 +411,110 @@ def _signature(names: list[str]):
                               for k, n in enumerate(names)])
 
 
-def _expr_from(j: list, tensors: list[Tensor], axes: tuple, raxes: list) -> E.Expr:
+# Positions of the operands in each tagged JSON node (None: a fixed count is not known up front).
+_OPERANDS = {"c": (), "ax": (), "rax": (), "@": (), "b": (2, 3), "cmp": (2, 3), "u": (2,),
+             "cast": (2,), "sel": (1, 2, 3), "call": None, "load": None, "red": None}
+
+
+def _operand_positions(j: object) -> tuple[int, ...]:
+    if not isinstance(j, list) or not j or not isinstance(j[0], str) or j[0] not in _OPERANDS:
+        raise ValueError(f"malformed expression {_short(j)} in DAG description")
     tag = j[0]
-    rec = lambda x: _expr_from(x, tensors, axes, raxes)  # noqa: E731
+    pos = _OPERANDS[tag]
+    if pos is None:
+        if tag == "red":
+            if len(j) != 5:
+                raise ValueError(f"malformed expression {_short(j)} in DAG description")
+            pos = (2,) if j[4] is None else (2, 4)
+        else:
+            pos = tuple(range(2, len(j)))
+    if len(j) < (max(pos) + 1 if pos else 2):
+        raise ValueError(f"malformed expression {_short(j)} in DAG description")
+    for p in pos:
+        if not isinstance(j[p], list):
+            raise ValueError(f"malformed expression {_short(j)} in DAG description: operand "
+                             f"{_short(j[p])} is not an expression")
+    return pos
+
+
+def _short(j: object) -> str:
+    text = json.dumps(j, default=str) if not isinstance(j, list) else repr(j[:3])
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _expr_from(root: list, tensors: list[Tensor], axes: tuple, raxes: list) -> E.Expr:
+    """The expression of a JSON body, nested or flat (see ``_expr_json``). Iterative: an explicit
+    stack, so a body nested as deep as the json module accepts cannot exhaust the Python stack."""
+    if isinstance(root, list) and root[:1] == ["dag"]:
+        if len(root) != 2 or not isinstance(root[1], list) or not root[1]:
+            raise ValueError(f"malformed expression {_short(root)} in DAG description")
+        refs: list[E.Expr] = []
+        for entry in root[1]:
+            refs.append(_expr_tree(entry, tensors, axes, raxes, refs))
+        return refs[-1]
+    return _expr_tree(root, tensors, axes, raxes, [])
+
+
+def _expr_tree(root: list, tensors: list[Tensor], axes: tuple, raxes: list, refs: list) -> E.Expr:
+    done: dict[int, E.Expr] = {}
+    open_: set[int] = set()
+    stack = [root]
+    while stack:
+        j = stack[-1]
+        if id(j) in done:
+            stack.pop()
+            continue
+        pos = _operand_positions(j)
+        pending = [j[p] for p in pos if id(j[p]) not in done]
+        if pending:
+            if id(j) in open_:
+                raise ValueError("malformed expression in DAG description: it contains itself")
+            open_.add(id(j))
+            stack.extend(reversed(pending))
+            continue
+        stack.pop()
+        open_.discard(id(j))
+        ops = {p: done[id(j[p])] for p in pos}
+        try:
+            done[id(j)] = _expr_node(j, ops, tensors, axes, raxes, refs)
+        except (IndexError, KeyError, TypeError) as err:
+            raise ValueError(f"malformed expression {_short(j)} in DAG description: {err}") from None
+    return done[id(root)]
+
+
+def _expr_node(j: list, ops: dict[int, E.Expr], tensors: list[Tensor], axes: tuple, raxes: list,
+               refs: list) -> E.Expr:
+    """One JSON node, its operands (by position in ``j``) already built."""
+    tag = j[0]
     if tag == "c":
         v = j[2]
         if isinstance(v, str):
             v = float(v)
         return E.const(v, j[1])
-    if tag == "ax":
-        return axes[j[1]]
-    if tag == "rax":
-        return raxes[j[1]]
+    if tag in ("ax", "rax", "@"):
+        k = j[1]
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise ValueError(f"malformed expression {_short(j)} in DAG description")
+        if tag == "@" and k >= len(refs):
+            raise ValueError(f"malformed expression {_short(j)} in DAG description: it refers to "
+                             f"entry {k}, which is not an earlier one")
+        return (axes if tag == "ax" else raxes if tag == "rax" else refs)[k]
     if tag == "b":
-        return E.binary(j[1], rec(j[2]), rec(j[3]))
+        return E.binary(j[1], ops[2], ops[3])
     if tag == "cmp":
-        return E.compare(j[1], rec(j[2]), rec(j[3]))
+        return E.compare(j[1], ops[2], ops[3])
     if tag == "u":
-        return E.unary(j[1], rec(j[2]))
+        return E.unary(j[1], ops[2])
     if tag == "call":
-        return E.call(j[1], *[rec(a) for a in j[2:]])
+        return E.call(j[1], *[ops[p] for p in sorted(ops)])
     if tag == "sel":
-        return E.select(rec(j[1]), rec(j[2]), rec(j[3]))
+        return E.select(ops[1], ops[2], ops[3])
     if tag == "cast":
-        return E.cast(rec(j[2]), j[1])
+        return E.cast(ops[2], j[1])
     if tag == "load":
-        return tensors[j[1]][tuple(rec(i) for i in j[2:])]
-    if tag == "red":
-        return E.reduce(j[1], rec(j[2]), [raxes[i] for i in j[3]], None if j[4] is None else rec(j[4]))
-    raise ValueError(f"unknown expression tag {tag!r} in DAG description")
+        k = j[1]
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(tensors):
+            raise ValueError(f"malformed expression {_short(j)} in DAG description: no tensor {k!r}")
+        return tensors[k][tuple(ops[p] for p in sorted(ops))]
+    assert tag == "red"
+    return E.reduce(j[1], ops[2], [raxes[i] for i in j[3]], ops.get(4))

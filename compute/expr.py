@@ -615,26 +615,58 @@ def post_order(expr: Expr) -> list[Expr]:
     return out
 
 
-def rewrite(expr: Expr, fn: Callable[[Expr], Expr | None], memo: dict[int, Expr] | None = None) -> Expr:
-    """Rebuild ``expr`` bottom-up; ``fn(node)`` may return a replacement (tried before recursing)."""
+def fold(expr: Expr, fn: Callable[[Expr, list], object], memo: dict[int, object] | None = None) -> object:
+    """``fn(node, child_values)`` for every distinct node of ``expr``, children first; the root's value.
+
+    Iterative (an explicit stack, so any depth works) and memoised per node (shared sub-expressions
+    are computed once, so walks stay linear in the distinct nodes). Every analysis that maps a node
+    to a value from its children's values is a fold.
+    """
     memo = {} if memo is None else memo
+    stack = [expr]
+    while stack:
+        e = stack[-1]
+        if id(e) in memo:
+            stack.pop()
+            continue
+        kids = e.children()
+        pending = [c for c in kids if id(c) not in memo]
+        if pending:
+            stack.extend(reversed(pending))  # leftmost child computed first
+            continue
+        stack.pop()
+        memo[id(e)] = fn(e, [memo[id(c)] for c in kids])
+    return memo[id(expr)]
 
-    def go(e: Expr) -> Expr:
-        r = memo.get(id(e))
-        if r is not None:
-            return r
-        rep = fn(e)
-        if rep is None:
-            kids = e.children()
-            if kids:
-                new = tuple(go(c) for c in kids)
-                rep = e if all(n is o for n, o in zip(new, kids)) else e.with_children(new)
-            else:
-                rep = e
-        memo[id(e)] = rep
-        return rep
 
-    return go(expr)
+def rewrite(expr: Expr, fn: Callable[[Expr], Expr | None], memo: dict[int, Expr] | None = None) -> Expr:
+    """Rebuild ``expr`` bottom-up; ``fn(node)`` may return a replacement (tried before descending).
+
+    Iterative, so any depth works; each distinct node is rebuilt once.
+    """
+    memo = {} if memo is None else memo
+    expanded: set[int] = set()  # nodes fn declined, whose children are being rebuilt
+    stack = [expr]
+    while stack:
+        e = stack[-1]
+        if id(e) in memo:
+            stack.pop()
+            continue
+        kids = e.children()
+        if id(e) not in expanded:
+            rep = fn(e)
+            if rep is not None or not kids:
+                memo[id(e)] = e if rep is None else rep
+                stack.pop()
+                continue
+            expanded.add(id(e))
+            stack.extend(c for c in reversed(kids) if id(c) not in memo)
+            continue
+        stack.pop()
+        expanded.discard(id(e))
+        new = tuple(memo[id(c)] for c in kids)
+        memo[id(e)] = e if all(n is o for n, o in zip(new, kids)) else e.with_children(new)
+    return memo[id(expr)]
 
 
 def substitute(expr: Expr, mapping: dict[Var, Expr]) -> Expr:

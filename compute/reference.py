@@ -297,8 +297,21 @@ class _Evaluator:
     def eval(self, e: E.Expr) -> _Value:
         r = self.memo.get(id(e))
         if r is None:
-            r = self._eval(e)
-            self.memo[id(e)] = r
+            # Operands first, from an explicit stack (any depth): each node's own evaluation then
+            # finds them memoised. A select's arms and a load's indices are its own operands too.
+            stack = [e]
+            while stack:
+                n = stack[-1]
+                if id(n) in self.memo:
+                    stack.pop()
+                    continue
+                pending = [c for c in n.children() if id(c) not in self.memo]
+                if pending:
+                    stack.extend(reversed(pending))
+                    continue
+                stack.pop()
+                self.memo[id(n)] = self._eval(n)
+            r = self.memo[id(e)]
         return r
 
     def _eval(self, e: E.Expr) -> _Value:
@@ -359,21 +372,24 @@ class _Evaluator:
         return arr[tuple(idx)], mask
 
     def find_oob(self, e: E.Expr) -> tuple[E.TensorLoad, list[int]] | None:
-        """Below a node whose (point) mask is set, the load that is really out of bounds."""
-        if self.memo[id(e)][1] is None or not np.any(self.memo[id(e)][1]):
-            return None
-        if isinstance(e, E.Select):
-            for c in (e.cond, e.true_value if bool(self.memo[id(e.cond)][0]) else e.false_value):
-                r = self.find_oob(c)
-                if r is not None:
-                    return r
-            return None
-        for c in e.children():
-            r = self.find_oob(c)
-            if r is not None:
-                return r
-        if isinstance(e, E.TensorLoad):
-            return e, [int(v) for v in self.load_idx[id(e)]]
+        """Below a node whose (point) mask is set, the load that is really out of bounds.
+
+        A depth-first search (children left to right, a select only into the arm it takes), from
+        an explicit stack so that any depth works."""
+        stack: list[tuple[E.Expr, bool]] = [(e, False)]  # (node, its children found nothing)
+        while stack:
+            n, after = stack.pop()
+            if after:
+                return n, [int(v) for v in self.load_idx[id(n)]]  # type: ignore[return-value]
+            if self.memo[id(n)][1] is None or not np.any(self.memo[id(n)][1]):
+                continue
+            if isinstance(n, E.Select):
+                taken = n.true_value if bool(self.memo[id(n.cond)][0]) else n.false_value
+                stack.extend(((taken, False), (n.cond, False)))
+                continue
+            if isinstance(n, E.TensorLoad):
+                stack.append((n, True))
+            stack.extend((c, False) for c in reversed(n.children()))
         return None
 
 

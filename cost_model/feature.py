@@ -181,9 +181,11 @@ class _StageInfo:
 def _linearize(e: E.Expr, cols: dict[int, int], n: int, memo: dict[int, np.ndarray]) -> np.ndarray:
     """Coefficients of ``e`` in the stage's root iterators. Exact for affine indices; div/mod by a
     constant is approximated by its average slope, anything else by its first operand."""
-    got = memo.get(id(e))
-    if got is not None:
-        return got
+    return E.fold(e, lambda x, ks: _linearize_node(x, ks, cols, n), memo)  # type: ignore[arg-type,return-value]
+
+
+def _linearize_node(e: E.Expr, kids: list, cols: dict[int, int], n: int) -> np.ndarray:
+    """One node of ``_linearize``, its operands' coefficients (``children()`` order) given."""
     out: np.ndarray
     if isinstance(e, E.Var):
         out = np.zeros(n)
@@ -191,8 +193,7 @@ def _linearize(e: E.Expr, cols: dict[int, int], n: int, memo: dict[int, np.ndarr
         if c is not None:
             out[c] = 1.0
     elif isinstance(e, E.Binary):
-        a = _linearize(e.a, cols, n, memo)
-        b = _linearize(e.b, cols, n, memo)
+        a, b = kids
         if e.op == "add":
             out = a + b
         elif e.op == "sub":
@@ -206,12 +207,11 @@ def _linearize(e: E.Expr, cols: dict[int, int], n: int, memo: dict[int, np.ndarr
         else:
             out = a
     elif isinstance(e, E.Cast):
-        out = _linearize(e.value, cols, n, memo)
+        out = kids[0]
     elif isinstance(e, E.Select):
-        out = _linearize(e.true_value, cols, n, memo)
+        out = kids[1]  # the true value
     else:
         out = np.zeros(n)
-    memo[id(e)] = out
     return out
 
 
@@ -236,49 +236,69 @@ def _count_ops(body: E.Expr) -> np.ndarray:
         if body.where is not None:
             stack.append(body.where)
             ops[_OPS["select_op"]] += 1
-    while stack:
-        x = stack.pop()
-        if isinstance(x, (E.Const, E.Var, E.TensorLoad)):
-            continue
-        fl = x.dtype.startswith("float")
-        pre = "float_" if fl else "int_"
-        if isinstance(x, E.Binary):
-            if x.op in ("and", "or"):
-                ops[_OPS["bool_op"]] += 1
-            elif x.op in ("add", "sub"):
-                m = x.a if isinstance(x.a, E.Binary) and x.a.op == "mul" else (
-                    x.b if isinstance(x.b, E.Binary) and x.b.op == "mul" else None)
-                if m is not None:
-                    ops[_OPS[pre + "mad"]] += 1
-                    other = x.b if m is x.a else x.a
-                    stack += [m.a, m.b, other]
-                    continue
-                ops[_OPS[pre + "addsub"]] += 1
-            elif x.op == "mul":
-                ops[_OPS[pre + "mul"]] += 1
-            elif x.op in ("div", "floordiv", "floormod"):
-                ops[_OPS[pre + "divmod"]] += 1
-            else:  # min / max
-                ops[_OPS[pre + "cmp"]] += 1
-            stack += [x.a, x.b]
-        elif isinstance(x, E.Compare):
-            ops[_OPS[("float_" if x.a.dtype.startswith("float") else "int_") + "cmp"]] += 1
-            stack += [x.a, x.b]
-        elif isinstance(x, E.Call):
-            ops[_OPS[pre + "math_func"]] += 1
-            stack += list(x.args)
-        elif isinstance(x, E.Select):
-            ops[_OPS["select_op"]] += 1
-            stack += [x.cond, x.true_value, x.false_value]
-        elif isinstance(x, E.Unary):
-            ops[_OPS["bool_op" if x.op == "not" else pre + "other_func"]] += 1
-            stack.append(x.a)
-        elif isinstance(x, E.Cast):
-            ops[_OPS[pre + "other_func"]] += 1
-            stack.append(x.value)
-        else:
-            stack += list(x.children())
+    # The walk visits the expression as a tree. Nodes are shared (interned), so instead of
+    # following every path, count how many paths reach each distinct node (parents before
+    # children, in reverse post-order) and weight its operation by that: linear in the distinct
+    # nodes and without recursion, with the tree walk's totals.
+    steps: dict[int, tuple[int | None, list[E.Expr]]] = {}
+    order: list[E.Expr] = []
+    for root in stack:
+        work: list[tuple[E.Expr, bool]] = [(root, False)]
+        while work:
+            x, done = work.pop()
+            if done:
+                order.append(x)
+                continue
+            if id(x) in steps:
+                continue
+            steps[id(x)] = _op_step(x)
+            work.append((x, True))
+            work.extend((c, False) for c in reversed(steps[id(x)][1]) if id(c) not in steps)
+    paths: dict[int, float] = {}
+    for root in stack:
+        paths[id(root)] = paths.get(id(root), 0.0) + 1.0
+    for x in reversed(order):
+        m = paths.get(id(x), 0.0)
+        feat, kids = steps[id(x)]
+        if feat is not None:
+            ops[feat] += m
+        for c in kids:
+            paths[id(c)] = paths.get(id(c), 0.0) + m
     return ops
+
+
+def _op_step(x: E.Expr) -> tuple[int | None, list[E.Expr]]:
+    """The operation feature ``x`` counts (None: none) and the nodes the walk goes on to."""
+    if isinstance(x, (E.Const, E.Var, E.TensorLoad)):
+        return None, []
+    fl = x.dtype.startswith("float")
+    pre = "float_" if fl else "int_"
+    if isinstance(x, E.Binary):
+        if x.op in ("and", "or"):
+            return _OPS["bool_op"], [x.a, x.b]
+        if x.op in ("add", "sub"):
+            m = x.a if isinstance(x.a, E.Binary) and x.a.op == "mul" else (
+                x.b if isinstance(x.b, E.Binary) and x.b.op == "mul" else None)
+            if m is not None:
+                other = x.b if m is x.a else x.a
+                return _OPS[pre + "mad"], [m.a, m.b, other]
+            return _OPS[pre + "addsub"], [x.a, x.b]
+        if x.op == "mul":
+            return _OPS[pre + "mul"], [x.a, x.b]
+        if x.op in ("div", "floordiv", "floormod"):
+            return _OPS[pre + "divmod"], [x.a, x.b]
+        return _OPS[pre + "cmp"], [x.a, x.b]  # min / max
+    if isinstance(x, E.Compare):
+        return _OPS[("float_" if x.a.dtype.startswith("float") else "int_") + "cmp"], [x.a, x.b]
+    if isinstance(x, E.Call):
+        return _OPS[pre + "math_func"], list(x.args)
+    if isinstance(x, E.Select):
+        return _OPS["select_op"], [x.cond, x.true_value, x.false_value]
+    if isinstance(x, E.Unary):
+        return _OPS["bool_op" if x.op == "not" else pre + "other_func"], [x.a]
+    if isinstance(x, E.Cast):
+        return _OPS[pre + "other_func"], [x.value]
+    return None, list(x.children())
 
 
 def _stage_infos(state: Any) -> dict[int, _StageInfo]:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from compute import dtype as dt
 from compute import expr as E
@@ -305,99 +305,120 @@ class _Function:
         return _Val(str(iv), st)
 
     # ---- expression analyses -----------------------------------------------------------------
+    # Each analysis is a fold (``_fold``): iterative, so expressions of any depth are fine.
     def _contains_load(self, e: E.Expr) -> bool:
-        hit = self._load_memo.get(id(e))
-        if hit is not None and hit[0] is e:
-            return hit[1]
-        r = isinstance(e, L.BufferLoad) or any(self._contains_load(c) for c in e.children())
-        self._load_memo[id(e)] = (e, r)
-        return r
+        return _fold(self._load_memo, e, _children,
+                     lambda n, ks: isinstance(n, L.BufferLoad) or any(ks))
 
     def _varies(self, e: E.Expr) -> bool:
         """Whether ``e`` depends on the current lane variable."""
         if self.vec is None:
             return False
-        hit = self._varies_memo.get(id(e))
-        if hit is not None and hit[0] is e:
-            return hit[1]
-        r = e is self.vec.var or any(self._varies(c) for c in e.children())
-        self._varies_memo[id(e)] = (e, r)
-        return r
+        var = self.vec.var
+        return _fold(self._varies_memo, e, _children, lambda n, ks: n is var or any(ks))
 
     def _is_index(self, e: E.Expr) -> bool:
         """Integer arithmetic over loop variables and constants only (safe to widen to i64)."""
-        hit = self._index_memo.get(id(e))
-        if hit is not None and hit[0] is e:
-            return hit[1]
-        if e.dtype not in _INDEX_DTYPES:
-            r = False
-        elif isinstance(e, (E.Var, E.Const)):
-            r = True
-        elif isinstance(e, E.Binary):
-            r = self._is_index(e.a) and self._is_index(e.b)
-        elif isinstance(e, E.Cast):
-            r = self._is_index(e.value)
-        else:
-            r = False
-        self._index_memo[id(e)] = (e, r)
-        return r
+        def operands(n: E.Expr) -> tuple:
+            if n.dtype not in _INDEX_DTYPES:
+                return ()
+            if isinstance(n, E.Binary):
+                return (n.a, n.b)
+            return (n.value,) if isinstance(n, E.Cast) else ()
+
+        def node(n: E.Expr, ks: list) -> bool:
+            if n.dtype not in _INDEX_DTYPES:
+                return False
+            if isinstance(n, (E.Var, E.Const)):
+                return True
+            return isinstance(n, (E.Binary, E.Cast)) and all(ks)
+
+        return _fold(self._index_memo, e, operands, node)
 
     def _lin(self, e: E.Expr) -> int | None:
         """Coefficient of the lane variable in ``e`` if ``e`` is affine in it, else None."""
         assert self.vec is not None
-        if not self._varies(e):
-            return 0
-        if e is self.vec.var:
-            return 1
-        if isinstance(e, E.Binary):
-            if e.op in ("add", "sub"):
-                a, b = self._lin(e.a), self._lin(e.b)
-                if a is None or b is None:
-                    return None
-                return a + b if e.op == "add" else a - b
-            if e.op == "mul":
-                if isinstance(e.b, E.Const):
-                    a = self._lin(e.a)
-                    return None if a is None else a * int(e.b.value)
-                if isinstance(e.a, E.Const):
-                    b = self._lin(e.b)
-                    return None if b is None else b * int(e.a.value)
-            if e.op in ("floordiv", "floormod"):
-                return self._lin_floor(e)
+        var = self.vec.var
+
+        def operands(n: E.Expr) -> tuple:
+            if n is var or not self._varies(n):
+                return ()
+            if isinstance(n, E.Binary):
+                if n.op in ("add", "sub"):
+                    return (n.a, n.b)
+                if n.op == "mul" and isinstance(n.b, E.Const):
+                    return (n.a,)
+                if n.op == "mul" and isinstance(n.a, E.Const):
+                    return (n.b,)
+                return ()
+            if isinstance(n, E.Cast) and n.dtype in _INDEX_DTYPES and n.value.dtype in _INDEX_DTYPES:
+                return (n.value,)
+            return ()
+
+        def node(n: E.Expr, ks: list) -> int | None:
+            if not self._varies(n):
+                return 0
+            if n is var:
+                return 1
+            if isinstance(n, E.Binary):
+                if n.op in ("add", "sub"):
+                    a, b = ks
+                    if a is None or b is None:
+                        return None
+                    return a + b if n.op == "add" else a - b
+                if n.op == "mul" and (isinstance(n.a, E.Const) or isinstance(n.b, E.Const)):
+                    c = int(n.b.value) if isinstance(n.b, E.Const) else int(n.a.value)  # type: ignore[attr-defined]
+                    return None if ks[0] is None else ks[0] * c
+                if n.op in ("floordiv", "floormod"):
+                    return self._lin_floor(n)
+                return None
+            if isinstance(n, E.Cast) and n.dtype in _INDEX_DTYPES and n.value.dtype in _INDEX_DTYPES:
+                return ks[0]
             return None
-        if isinstance(e, E.Cast) and e.dtype in _INDEX_DTYPES and e.value.dtype in _INDEX_DTYPES:
-            return self._lin(e.value)
-        return None
+
+        return _fold({}, e, operands, node)
 
     def _affine(self, e: E.Expr) -> tuple[dict[int, int], int, bool] | None:
         """``e`` as sum(coeff * var) + const (+ unknown lane-invariant terms, flagged)."""
-        if isinstance(e, E.Const):
-            return {}, int(e.value), False
-        if isinstance(e, E.Var):
-            return {id(e): 1}, 0, False
-        if isinstance(e, E.Cast) and e.dtype in _INDEX_DTYPES and e.value.dtype in _INDEX_DTYPES:
-            return self._affine(e.value)
-        if isinstance(e, E.Binary) and e.op in ("add", "sub"):
-            a, b = self._affine(e.a), self._affine(e.b)
-            if a is None or b is None:
-                return None
-            sign = 1 if e.op == "add" else -1
-            coeffs = dict(a[0])
-            for k, c in b[0].items():
-                coeffs[k] = coeffs.get(k, 0) + sign * c
-            return coeffs, a[1] + sign * b[1], a[2] or b[2]
-        if isinstance(e, E.Binary) and e.op == "mul" and (isinstance(e.a, E.Const) or isinstance(e.b, E.Const)):
-            if isinstance(e.a, E.Const):
-                c, x = int(e.a.value), e.b
-            else:
-                c, x = int(e.b.value), e.a  # type: ignore[union-attr]
-            r = self._affine(x)
-            if r is None:
-                return None
-            return {k: v * c for k, v in r[0].items()}, r[1] * c, r[2]
-        if not self._varies(e):
-            return {}, 0, True
-        return None
+        def operands(n: E.Expr) -> tuple:
+            if isinstance(n, E.Cast) and n.dtype in _INDEX_DTYPES and n.value.dtype in _INDEX_DTYPES:
+                return (n.value,)
+            if isinstance(n, E.Binary) and n.op in ("add", "sub"):
+                return (n.a, n.b)
+            if isinstance(n, E.Binary) and n.op == "mul":
+                if isinstance(n.a, E.Const):
+                    return (n.b,)
+                if isinstance(n.b, E.Const):
+                    return (n.a,)
+            return ()
+
+        def node(n: E.Expr, ks: list) -> tuple[dict[int, int], int, bool] | None:
+            if isinstance(n, E.Const):
+                return {}, int(n.value), False
+            if isinstance(n, E.Var):
+                return {id(n): 1}, 0, False
+            if isinstance(n, E.Cast) and n.dtype in _INDEX_DTYPES and n.value.dtype in _INDEX_DTYPES:
+                return ks[0]
+            if isinstance(n, E.Binary) and n.op in ("add", "sub"):
+                a, b = ks
+                if a is None or b is None:
+                    return None
+                sign = 1 if n.op == "add" else -1
+                coeffs = dict(a[0])
+                for k, c in b[0].items():
+                    coeffs[k] = coeffs.get(k, 0) + sign * c
+                return coeffs, a[1] + sign * b[1], a[2] or b[2]
+            if isinstance(n, E.Binary) and n.op == "mul" and (isinstance(n.a, E.Const) or isinstance(n.b, E.Const)):
+                c = int(n.a.value) if isinstance(n.a, E.Const) else int(n.b.value)  # type: ignore[union-attr]
+                r = ks[0]
+                if r is None:
+                    return None
+                return {k: v * c for k, v in r[0].items()}, r[1] * c, r[2]
+            if not self._varies(n):
+                return {}, 0, True
+            return None
+
+        return _fold({}, e, operands, node)
 
     def _lin_floor(self, e: E.Binary) -> int | None:
         """``(c*v + rest) // d`` and ``% d`` where the lanes never cross a multiple of ``d``:
@@ -435,22 +456,69 @@ class _Function:
 
     def _emit(self, e: E.Expr, wide: bool) -> _Val:
         mask = self.vec.mask if self.vec else None
-        key = (id(e), wide, mask)
-        hit = self.memo.get(key)
+        hit = self.memo.get((id(e), wide, mask))
         if hit is not None and hit[0] is e:
             return hit[1]
+        # Emit the operands first, children before parents, from an explicit stack: each node's
+        # own emission then finds its operands memoised, so no depth of expression recurses. The
+        # order is the one plain recursion would give, so the IR is the same.
+        stack = [(e, wide)]
+        while stack:
+            n, w = stack[-1]
+            key = (id(n), w, mask)
+            hit = self.memo.get(key)
+            if hit is not None and hit[0] is n:
+                stack.pop()
+                continue
+            pending = []
+            for c, cw in self._operands(n, w):
+                h = self.memo.get((id(c), cw, mask))
+                if h is None or h[0] is not c:
+                    pending.append((c, cw))
+            if pending:
+                stack.extend(reversed(pending))
+                continue
+            stack.pop()
+            self.memo[key] = (n, self._emit_node(n, w))
+        return self.memo[(id(e), wide, mask)][1]
+
+    def _operands(self, e: E.Expr, wide: bool) -> list[tuple[E.Expr, bool]]:
+        """What ``_emit_node(e, wide)`` will ask for, in order, as (operand, wide) pairs. Operands
+        emitted under another mask or in their own blocks (a select's arms that contain loads, a
+        load's addresses) are left to the node itself."""
+        if wide:
+            if not self._is_index(e):
+                return [(e, False)]
+            if isinstance(e, E.Cast):
+                return [(e.value, True)]
+            if isinstance(e, E.Binary):
+                return [(e.a, True), (e.b, True)]
+            return []
+        if isinstance(e, E.Binary):
+            return [(e.a, False), (e.b, False)]
+        if isinstance(e, E.Compare):
+            w = e.a.dtype in _INDEX_DTYPES and self._is_index(e.a) and self._is_index(e.b)
+            return [(e.a, w), (e.b, w)]
+        if isinstance(e, (E.Unary, E.Cast)):
+            return [(e.children()[0], False)]
+        if isinstance(e, E.Call):
+            return [(a, False) for a in e.args]
+        if isinstance(e, E.Select):
+            if self._contains_load(e.true_value) or self._contains_load(e.false_value):
+                return [(e.cond, False)]
+            return [(e.cond, False), (e.true_value, False), (e.false_value, False)]
+        return []
+
+    def _emit_node(self, e: E.Expr, wide: bool) -> _Val:
         if wide:
             if self._is_index(e):
-                v = self._emit_index(e)
-            else:
-                v = self._emit(e, wide=False)
-                if v.st != "i64":
-                    op = "zext" if e.dtype in ("uint8", "bool") else "sext"
-                    v = self.conv(op, v, "i64")
-        else:
-            v = self._emit_value(e)
-        self.memo[key] = (e, v)
-        return v
+                return self._emit_index(e)
+            v = self._emit(e, wide=False)
+            if v.st != "i64":
+                op = "zext" if e.dtype in ("uint8", "bool") else "sext"
+                v = self.conv(op, v, "i64")
+            return v
+        return self._emit_value(e)
 
     def _var(self, v: E.Var) -> _Val:
         if self.vec is not None and v is self.vec.var:
@@ -1118,6 +1186,35 @@ class _Function:
             self.do(f"store i64 {ref}, ptr {slot}, align 8")
         nt = self.ins(f"load i32, ptr @{NUM_THREADS_GLOBAL}, align 4")
         self.do(f"call void @GOMP_parallel(ptr {tramp_sym}, ptr {clo}, i32 {nt}, i32 0)")
+
+
+def _children(e: E.Expr) -> tuple[E.Expr, ...]:
+    return e.children()
+
+
+def _fold(memo: dict[int, tuple[E.Expr, Any]], e: E.Expr,
+          operands: Callable[[E.Expr], Sequence[E.Expr]], fn: Callable[[E.Expr, list], Any]) -> Any:
+    """``fn(node, values of operands(node))`` bottom-up from an explicit stack, memoised in ``memo``
+    as id -> (node, value) (the node is kept so that a reused id of a dead node never hits)."""
+    stack = [e]
+    while stack:
+        n = stack[-1]
+        hit = memo.get(id(n))
+        if hit is not None and hit[0] is n:
+            stack.pop()
+            continue
+        ops = operands(n)
+        pending = []
+        for c in ops:
+            h = memo.get(id(c))
+            if h is None or h[0] is not c:
+                pending.append(c)
+        if pending:
+            stack.extend(reversed(pending))
+            continue
+        stack.pop()
+        memo[id(n)] = (n, fn(n, [memo[id(c)][1] for c in ops]))
+    return memo[id(e)][1]
 
 
 def codegen(func: L.PrimFunc) -> str:
