@@ -344,9 +344,9 @@ class State:
 
     def _pass_op_tables(self, child: "State") -> None:
         """``child`` has the same operations in the same stages: the tables derived from the
-        operations alone (producers, consumers) hold for it too. Sharing them keeps a step
-        O(1) in the number of stages instead of rebuilding the consumer table by walking every
-        body, which made replaying a state quadratic in its stage count."""
+        operations alone (producers, consumers) hold for it too. Sharing them spares each
+        compute_at / inline step a walk of every stage's body to rebuild the consumer table,
+        which made replaying a state quadratic in its stage count."""
         for key in _OP_TABLES:
             table = self._cache.get(key)
             if table is not None:
