@@ -15,6 +15,7 @@ exactly as records store them; the building API also accepts Iterator objects an
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -330,10 +331,26 @@ class State:
     # ---- helpers for steps -----------------------------------------------------------------------
     def with_stage(self, sid: int, stage: Stage, step: "Step") -> "State":
         stages = self.stages[:sid] + (stage,) + self.stages[sid + 1:]
-        return State(self.dag, stages, self.steps + (step,))
+        out = State(self.dag, stages, self.steps + (step,))
+        if _same_ops(self.stages[sid], stage):
+            self._pass_op_tables(out)
+        return out
 
     def with_stages(self, stages: tuple[Stage, ...], step: "Step") -> "State":
-        return State(self.dag, stages, self.steps + (step,))
+        out = State(self.dag, stages, self.steps + (step,))
+        if len(stages) == len(self.stages) and all(map(_same_ops, self.stages, stages)):
+            self._pass_op_tables(out)
+        return out
+
+    def _pass_op_tables(self, child: "State") -> None:
+        """``child`` has the same operations in the same stages: the tables derived from the
+        operations alone (producers, consumers) hold for it too. Sharing them spares each
+        compute_at / inline step a walk of every stage's body to rebuild the consumer table,
+        which made replaying a state quadratic in its stage count."""
+        for key in _OP_TABLES:
+            table = self._cache.get(key)
+            if table is not None:
+                child._cache[key] = table
 
     # ---- display ---------------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -354,6 +371,17 @@ class State:
             k = json.dumps(steps_to_json(self.steps), separators=(",", ":"))
             self._cache["key"] = k
         return k
+
+
+# Cache keys of the tables that depend only on each stage's operations (see _same_ops).
+_OP_TABLES = (("consumers",), "producers")
+
+
+def _same_ops(a: Stage, b: Stage) -> bool:
+    """Do the two stages produce the same operations (so read and are read the same way)?"""
+    return a.op is b.op and a.origin is b.origin and (
+        a.aliases is b.aliases or (len(a.aliases) == len(b.aliases)
+                                   and all(map(operator.is_, a.aliases, b.aliases))))
 
 
 def replace_stage(stage: Stage, **kw) -> Stage:
