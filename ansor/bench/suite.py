@@ -1045,7 +1045,8 @@ def build_parser(prog: str = "ansor bench") -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "ansor bench") -> int:
-    ns = build_parser(prog).parse_args(argv)
+    ap = build_parser(prog)
+    ns = ap.parse_args(argv)
     if ns.worker:
         timing.emit_result(worker(json.loads(ns.worker)))
         return 0
@@ -1053,8 +1054,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "ansor bench") -> int:
         for w in SUITE:
             print(f"{w.name:<18} {w.label:<36} {w.workload}{w.args}")
         return 0
+    try:
+        workloads = parse_workloads(ns.workloads)
+    except SystemExit as err:  # a bad --workloads is a usage error: exit 2, as argparse's are
+        if not isinstance(err.code, str):
+            raise
+        ap.error(f"argument --workloads: {err.code.split(': ', 1)[-1]}")
     out = Path(ns.out) if ns.out else default_out()
-    opts = Options(workloads=parse_workloads(ns.workloads), out=out,
+    opts = Options(workloads=workloads, out=out,
                    log_dir=Path(ns.log_dir) if ns.log_dir else out / "logs",
                    trials=ns.trials, threads=ns.threads, rounds=ns.rounds, tvm=not ns.no_tvm,
                    torch_compile=not ns.no_compile, seed=ns.seed, per_round=ns.per_round,

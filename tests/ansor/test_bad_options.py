@@ -107,6 +107,14 @@ def test_every_subcommand_checks_its_numbers(argv, flag, why, log, monkeypatch, 
     assert f"argument {flag}: " in err and why in err
 
 
+@pytest.mark.parametrize("spec, why", [("matmul:1,,2", "bad arguments"),
+                                       ("nope", "unknown workload"),
+                                       ("nope:1", "unknown registered workload")])
+def test_bench_workloads_errors_exit_2(spec, why, monkeypatch, capsys):
+    err = _cli_error(["bench", "--workloads", spec], monkeypatch, capsys)
+    assert "argument --workloads: " in err and why in err
+
+
 @pytest.mark.parametrize("argv", [["tune", "matmul", "--args", "1,,2"],
                                   ["build", "matmul", "--args", "__import__('os')"],
                                   ["build", "matmul", "--args", ""]])
