@@ -10,7 +10,6 @@ workload's default schedule, checks it against the numpy reference and times it;
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib
 import os
 import subprocess
@@ -20,17 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-
-def _parse_args_tuple(text: str | None) -> tuple | None:
-    """``1024,1024,1024`` or ``(4, 5), (5,)`` -> a tuple of Python literals (never executes code)."""
-    if text is None:
-        return None
-    try:
-        value = ast.literal_eval(f"({text},)")
-    except (ValueError, SyntaxError) as err:
-        raise SystemExit(f"ansor: --args {text!r} is not a comma-separated list of numbers/tuples "
-                         f"({err.__class__.__name__})") from None
-    return tuple(value)
+from ansor import argtypes
+from measure.checks import MAX_TIMEOUT_S
 
 
 def _fmt_time(sec: float) -> str:
@@ -115,6 +105,8 @@ QUICK_TUNE_PER_ROUND = 32
 # and a 4 s cut-off cost them ~4 s; kernels under 33 ms, the ones that matter, are timed exactly
 # as before (min_repeat_ms sets their call count).
 QUICK_TUNE_RUNNER = dict(number=1, timeout=4.0)
+# A repeat must fit in the runner's timeout, which is at most MAX_TIMEOUT_S.
+MAX_REPEAT_MS = MAX_TIMEOUT_S * 1e3
 
 
 def _numpy_matmul_best_seconds(n: int, repeats: int = 7, min_repeat_s: float = 0.1) -> float:
@@ -197,13 +189,6 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     from ansor.search_task import SearchTask
     from compute.ops import get_workload
 
-    for name in ("trials", "per_round", "early_stopping", "population", "timeout", "min_repeat_ms"):
-        v = getattr(ns, name)
-        if v is not None and (v <= 0 if name in ("timeout", "min_repeat_ms")
-                              else v < (0 if name == "trials" else 1)):
-            print(f"ansor tune: --{name.replace('_', '-')} must be "
-                  f"{'>= 0' if name == 'trials' else 'positive'}, got {v}", file=sys.stderr)
-            return 2
     if ns.verbose and not ns.quiet:
         _show_tuning_logs(logging.INFO if ns.verbose == 1 else logging.DEBUG)
     quick = ns.workload is None
@@ -220,7 +205,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
         except KeyError as err:
             print(f"ansor: {err.args[0]}", file=sys.stderr)
             return 2
-        name, args = ns.workload, _parse_args_tuple(ns.args) or spec.default_args
+        name, args = ns.workload, ns.args or spec.default_args
         log = ns.log if ns.log is not None else f"{name}.json"
     try:
         task = SearchTask(func=name, args=args)
@@ -299,21 +284,25 @@ def _add_tune_parser(sub: argparse._SubParsersAction) -> None:
         f"short tuning run of GEMM {QUICK_TUNE_N}^3 ({QUICK_TUNE_TRIALS} trials, no log unless "
         "--log), then numpy's a @ b measured for comparison.")
     p.add_argument("workload", nargs="?", help="a library workload name (default: the quick run)")
-    p.add_argument("--args", help="shape arguments, e.g. 1024,1024,1024 (default: the workload's)")
-    p.add_argument("--trials", type=int, help="new measurements to make (default 200; quick "
+    p.add_argument("--args", type=argtypes.shape_args,
+                   help="shape arguments, e.g. 1024,1024,1024 (default: the workload's)")
+    p.add_argument("--trials", type=argtypes.count(0),
+                   help="new measurements to make (default 200; quick "
                    f"run {QUICK_TUNE_TRIALS})")
     p.add_argument("--log", help="record file: appended each round, resumed from if it exists")
-    p.add_argument("--per-round", dest="per_round", type=int,
+    p.add_argument("--per-round", dest="per_round", type=argtypes.count(1),
                    help=f"measurements per round (default 64; quick run {QUICK_TUNE_PER_ROUND})")
-    p.add_argument("--seed", type=int, help="random seed (a fixed seed makes a run reproducible "
+    p.add_argument("--seed", type=argtypes.seed,
+                   help="random seed (a fixed seed makes a run reproducible "
                    "up to measurement noise)")
-    p.add_argument("--early-stopping", dest="early_stopping", type=int, metavar="N",
+    p.add_argument("--early-stopping", dest="early_stopping", type=argtypes.count(1), metavar="N",
                    help="stop when the best has not improved for N trials")
-    p.add_argument("--population", type=int, metavar="N",
+    p.add_argument("--population", type=argtypes.count(1), metavar="N",
                    help="evolutionary search population size (default 2048)")
-    p.add_argument("--timeout", type=float, metavar="SECONDS",
+    p.add_argument("--timeout", type=argtypes.seconds(), metavar="SECONDS",
                    help="runner timeout per candidate (default 10; a slower candidate is an error)")
-    p.add_argument("--min-repeat-ms", dest="min_repeat_ms", type=float, metavar="MS",
+    p.add_argument("--min-repeat-ms", dest="min_repeat_ms", metavar="MS",
+                   type=argtypes.nonnegative(MAX_REPEAT_MS),
                    help="each timing repeats the kernel for at least this long (default 100)")
     p.add_argument("--cost-model", dest="cost_model", default="learned", metavar="MODEL",
                    help="'learned' (LightGBM, default), 'random', or a model file saved by "
@@ -341,7 +330,7 @@ def cmd_build(ns: argparse.Namespace) -> int:
     except KeyError as err:
         print(f"ansor: {err.args[0]}", file=sys.stderr)
         return 2
-    args = _parse_args_tuple(ns.args) or spec.default_args
+    args = ns.args or spec.default_args
     try:
         tensors = spec.func(*args)
     except (TypeError, ValueError) as err:
@@ -370,9 +359,6 @@ def _records_show(ns: argparse.Namespace) -> int:
 def _records_distill(ns: argparse.Namespace) -> int:
     from ansor.records import distill
 
-    if ns.top_k < 1:
-        print(f"ansor: --top-k must be at least 1, got {ns.top_k}", file=sys.stderr)
-        return 2
     if not _import_user_modules(ns.imports):  # records of unregistered workloads cannot replay
         return 2
     try:
@@ -455,15 +441,17 @@ def _add_records_parser(sub: argparse._SubParsersAction) -> None:
     out.add_argument("-o", "--output", help="output log (not the input: see --in-place)")
     out.add_argument("--in-place", dest="in_place", action="store_true",
                      help="replace the input, keeping the original as LOG.bak")
-    q.add_argument("--top-k", type=int, default=1, help="records kept per workload (default 1)")
+    q.add_argument("--top-k", type=argtypes.count(1), default=1,
+                   help="records kept per workload (default 1)")
     q.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE first (to register its workloads: records of a workload "
                    "that is not registered cannot replay and are dropped); repeatable")
     q = rs.add_parser("verify", help="rebuild and re-time each workload's best record in a fresh "
                       "process; print recorded vs re-measured time")
     q.add_argument("log")
-    q.add_argument("--number", type=int, default=3, help="runs per timing (default 3)")
-    q.add_argument("--repeat", type=int, default=3, help="timings (default 3)")
+    q.add_argument("--number", type=argtypes.count(1), default=3,
+                   help="runs per timing (default 3)")
+    q.add_argument("--repeat", type=argtypes.count(1), default=3, help="timings (default 3)")
     q.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE first (to register its workloads); repeatable")
 
@@ -521,14 +509,29 @@ def _costmodel_eval(ns: argparse.Namespace) -> int:
 
 
 def _costmodel_train(ns: argparse.Namespace) -> int:
+    from lightgbm.basic import LightGBMError
+
     from cost_model import LGBModel
 
     model = LGBModel(seed=ns.seed)
-    added = sum(model.update_from_file(log) for log in ns.logs)
-    if not model.num_samples():
-        print("ansor costmodel train: no usable records in " + ", ".join(ns.logs), file=sys.stderr)
+    logs = ", ".join(ns.logs)
+    try:
+        added = sum(model.update_from_file(log) for log in ns.logs)
+        if not model.num_samples():
+            print(f"ansor costmodel train: no usable records in {logs}", file=sys.stderr)
+            return 1
+        need = model.params.min_train_samples
+        if model.num_samples() < need:
+            # LightGBM fails on a handful of rows (every feature filtered out): say so instead.
+            print(f"ansor costmodel train: {model.num_samples()} usable record(s) in {logs}; "
+                  f"training needs at least {need} distinct schedules", file=sys.stderr)
+            return 1
+        model.train()
+    except LightGBMError as err:
+        why = str(err).strip().splitlines()[0] if str(err).strip() else "no reason given"
+        print(f"ansor costmodel train: the {model.num_samples()} record(s) in {logs} give "
+              f"LightGBM nothing to learn from ({why}); tune longer or add logs", file=sys.stderr)
         return 1
-    model.train()
     model.save(ns.output)
     print(f"trained on {added} records of {len(model.data)} task(s) in {model.train_seconds:.1f} s "
           f"-> {ns.output} (use: ansor tune WORKLOAD --cost-model {ns.output})")
@@ -544,9 +547,6 @@ def cmd_costmodel(ns: argparse.Namespace) -> int:
     if missing:
         print(f"ansor: no record file {missing[0]!r}", file=sys.stderr)
         return 2
-    if ns.costmodel_command == "eval" and ns.train < 1:
-        print("ansor costmodel eval: --train must be positive", file=sys.stderr)
-        return 2
     if not _import_user_modules(ns.imports):
         return 2
     return handler(ns)
@@ -558,18 +558,40 @@ def _add_costmodel_parser(sub: argparse._SubParsersAction) -> None:
     q = cs.add_parser("eval", help="train on each task's first records, print pairwise ranking "
                       "accuracy and top-k recall on the rest")
     q.add_argument("logs", nargs="+", metavar="LOG")
-    q.add_argument("--train", type=int, default=512, help="records per task to train on (default 512)")
+    q.add_argument("--train", type=argtypes.count(1), default=512,
+                   help="records per task to train on (default 512)")
     q.add_argument("--split", choices=("chrono", "random"), default="chrono",
                    help="held-out records: the later ones (default) or a random part")
-    q.add_argument("--top", type=float, default=0.05, help="top share for recall (default 0.05)")
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--top", type=argtypes.fraction(), default=0.05,
+                   help="top share for recall (default 0.05)")
+    q.add_argument("--seed", type=argtypes.seed, default=0)
     q = cs.add_parser("train", help="train on every record of the logs and save the model")
     q.add_argument("logs", nargs="+", metavar="LOG")
     q.add_argument("-o", "--output", required=True, help="model file to write")
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--seed", type=argtypes.seed, default=0)
     for q in cs.choices.values():
         q.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                        help="import MODULE first (to register its workloads); repeatable")
+
+
+def _check_num_threads() -> bool:
+    """``$ANSOR_NUM_THREADS`` checked before any work (kernels read it in worker processes,
+    where a bad value only showed up later, as failed measurements); its warning (more threads
+    than CPUs) printed as one line."""
+    import warnings
+
+    from measure.runtime import check_num_threads
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            check_num_threads()
+        except ValueError as err:
+            print(f"ansor: {err}", file=sys.stderr)
+            return False
+    for w in caught:
+        print(f"ansor: warning: {w.message}", file=sys.stderr)
+    return True
 
 
 # ---- ansor bench: the benchmark suite (ansor.bench.suite parses its own options) ----------------
@@ -590,13 +612,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("workloads", help="list the operator library's workloads")
     p = sub.add_parser("build", help="build a workload's default schedule, check it and time it")
     p.add_argument("workload")
-    p.add_argument("--args", help="shape arguments, e.g. 1024,1024,1024 (default: the workload's)")
+    p.add_argument("--args", type=argtypes.shape_args,
+                   help="shape arguments, e.g. 1024,1024,1024 (default: the workload's)")
     _add_tune_parser(sub)
     _add_records_parser(sub)
     sub.add_parser("bench", add_help=False, help="the benchmark suite: tune and time workloads "
                    "against numpy, PyTorch and TVM (ansor bench --help)")
     _add_costmodel_parser(sub)
     ns = parser.parse_args(argv)
+    runs_kernels = ns.command not in ("workloads", "records") or (
+        ns.command == "records" and ns.records_command == "verify")
+    if runs_kernels and not _check_num_threads():
+        return 2
     handlers = {None: cmd_default, "workloads": cmd_workloads, "build": cmd_build,
                 "tune": cmd_tune, "records": cmd_records, "costmodel": cmd_costmodel}
     return handlers[ns.command](ns)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from compute.workload_registry import canonical_args, workload_desc
+from measure.checks import MAX_TIMEOUT_S, check_count, check_nonnegative, check_seconds
 from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
 from measure.record import (LineWarner, RecordFileError, RecordLine, RecordToFile, RecordWarning,
                             iter_lines, target_summary)
@@ -115,32 +116,49 @@ def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
 
     Given a task, the state is replayed on that task's DAG and the input carries that task; given a
     workload key, the task is rebuilt from the record. ``target_key`` restricts the search to
-    records of one toolchain (``measure.target.toolchain_key()``); by default any toolchain counts.
+    records of one toolchain (``measure.target.toolchain_key()``). By default this machine's
+    records come first, as for resuming: another CPU's fastest schedule need not be the fastest
+    here. Only when the log holds none of this machine's is another's best returned, with a
+    warning naming the CPU it was measured on.
     Streams, and replays only records that improve on the best so far.
     """
     path = os.fspath(path)
     given = None if isinstance(task_or_workload_key, str) else task_or_workload_key
     key = task_or_workload_key if given is None else given.workload_key
+    here = target_key if target_key is not None else target_summary()["key"]
     warner = LineWarner(path)
     tasks = _Tasks(warner)
-    best: tuple[MeasureInput, MeasureResult] | None = None
-    best_cost = MAX_FLOAT
+    # Index True: this machine's (or target_key's) records; False: every other toolchain's.
+    best: dict[bool, tuple[MeasureInput, MeasureResult, RecordLine]] = {}
     for line in iter_lines(path, warner):
         if line.workload_key != key or not line.is_valid:
             continue
-        if target_key is not None and line.target_key != target_key:
-            continue
+        mine = line.target_key == here
+        if not mine and (target_key is not None or True in best):
+            continue  # another toolchain's: only a fallback, and not needed once one of ours is
         cost = line.result.mean_cost
-        if cost >= best_cost:
+        if mine in best and cost >= best[mine][1].mean_cost:
             continue
         task = given if given is not None else tasks.get(line)
         if task is None:
             continue
         inp = _make_input(line, task, warner)
         if inp is not None:
-            best, best_cost = (inp, line.result), cost
+            best[mine] = (inp, line.result, line)
     warner.finish()
-    return best
+    if True in best:
+        return best[True][:2]
+    if False not in best:
+        return None
+    inp, res, line = best[False]
+    ours = target_summary()
+    warnings.warn(
+        f"{path}: no valid record of {inp.task.desc} was measured on this machine "
+        f"({ours.get('cpu', '?')}, toolchain {here}); using the best of another's, line "
+        f"{line.lineno}, measured on {line.target.get('cpu', '?')} (toolchain "
+        f"{line.target_key or '?'}): it may not be the fastest schedule here", UserWarning,
+        stacklevel=2)
+    return inp, res
 
 
 def _task_desc(task_json: dict) -> str:
@@ -381,6 +399,26 @@ def summarize(path: str | os.PathLike) -> list[WorkloadSummary]:
                             len(a["targets"])) for k, a in acc.items()]
 
 
+def error_summary(text: str, limit: int = 300) -> str:
+    """An error text on one line of at most ``limit`` characters that keeps its last line - the
+    exception, at the end of a traceback - and as much of the start as fits before it."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    last = lines[-1]
+    if len(last) >= limit:
+        return last[:limit - 3] + "..."
+    context = " | ".join(ln for ln in lines[:-1] if ln != "Traceback (most recent call last):")
+    if not context:
+        return last
+    room = limit - len(last) - len(" | ")
+    if len(context) > room:
+        if room < 20:  # too little to say anything: the exception alone
+            return last
+        context = context[:room - len(" ...")].rstrip() + " ..."
+    return f"{context} | {last}"
+
+
 @dataclass(frozen=True)
 class VerifyRow:
     """A workload's best record re-measured: ``measured`` is None when it could not be."""
@@ -404,6 +442,13 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
     from measure.builder import LocalBuilder
     from measure.runner import LocalRunner
 
+    # Checked before the log is read: a bad number is the caller's error, not a failed record.
+    number = check_count("verify_best number", number)
+    repeat = check_count("verify_best repeat", repeat)
+    min_repeat_ms = check_nonnegative("verify_best min_repeat_ms", min_repeat_ms,
+                                      MAX_TIMEOUT_S * 1e3)
+    build_timeout = check_seconds("verify_best build_timeout", build_timeout)
+    run_timeout = check_seconds("verify_best run_timeout", run_timeout)
     path = os.fspath(path)
     warner = LineWarner(path)
     best: dict[str, RecordLine] = {}
@@ -439,6 +484,7 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
             line = best[inp.task.workload_key]
             rows[slot] = VerifyRow(
                 _task_desc(line.task), line.result.mean_cost, res.mean_cost if res.ok else None,
-                "" if res.ok else f"{MeasureErrorNo(res.error_no).name}: {res.error_msg[:120]}",
+                "" if res.ok else f"{MeasureErrorNo(res.error_no).name}: "
+                                  f"{error_summary(res.error_msg)}",
                 line.target_key == here)
     return [r for r in rows if r is not None]

@@ -29,11 +29,13 @@ from typing import TYPE_CHECKING, Any, Iterator
 from cost_model.cost_model import CostModel
 from cost_model.lgbm_model import LGBModel
 from measure.builder import LocalBuilder
+from measure.checks import check_seed
 from measure.local import measure_batch
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from measure.record import (LineWarner, RecordFileError, RecordToFile, check_log_file, iter_lines,
                             target_summary)
 from measure.runner import LocalRunner
+from measure.runtime import check_num_threads
 
 if TYPE_CHECKING:
     from sketch.loop_state import State
@@ -119,9 +121,8 @@ class TuningOptions:
         if not (self.runner == "local" or isinstance(self.runner, LocalRunner)):
             raise ValueError(f"TuningOptions.runner must be 'local' or a LocalRunner, got "
                              f"{self.runner!r}")
-        if self.seed is not None and (isinstance(self.seed, bool)
-                                      or not isinstance(self.seed, int)):
-            raise TypeError(f"TuningOptions.seed must be an integer or None, got {self.seed!r}")
+        # numpy's seeding takes 0 <= seed < 2**32 (-1 used to fail deep inside numpy).
+        object.__setattr__(self, "seed", check_seed("TuningOptions.seed", self.seed))
 
 
 @dataclass(frozen=True)
@@ -593,6 +594,9 @@ def tune_task(task: "SearchTask", options: TuningOptions | None = None,
             getattr(search_policy, "generate_measure_candidates", None)):
         raise TypeError("search_policy must have a generate_measure_candidates(num, measured_keys, "
                         "best_states) method")
+    # Kernels read it in the runner's worker, where a bad value only showed up as failed
+    # measurements: checked (and warned about when oversubscribing) before any work.
+    check_num_threads()
     # Before anything is measured or logged: candidates of a computation that reads out of range
     # would run (and be recorded as valid) while producing garbage.
     task.compute_dag.check_bounds()

@@ -7,6 +7,7 @@ every program to its shapes, and static extents are what make tiling decisions m
 from __future__ import annotations
 
 import inspect
+import numbers
 from typing import Any, Callable, Sequence
 
 from . import dtype as dt
@@ -146,22 +147,27 @@ class Tensor:
 
 
 def _check_shape(shape: Any, who: str) -> tuple[int, ...]:
-    if isinstance(shape, int):
+    # Any integer type counts (numpy's too: shapes are often computed with numpy) and becomes a
+    # plain int; bools (numbers.Integral in Python, not in numpy) and floats do not.
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
         shape = (shape,)
     try:
         shp = tuple(shape)
     except TypeError:
         raise TypeError(f"{who}: shape must be a tuple of positive integers, got {shape!r}") from None
+    out = []
     for d in shp:
         if isinstance(d, E.Const):
             d = d.value
-        if isinstance(d, bool) or not isinstance(d, int):
+        if isinstance(d, bool) or not isinstance(d, numbers.Integral):
             raise TypeError(f"{who}: shape {shape!r} has a non-integer extent {d!r}")
+        d = int(d)
         if d <= 0:
             raise ValueError(f"{who}: shape {shape!r} has a non-positive extent {d}")
         if d >= 1 << 31:
             raise ValueError(f"{who}: extent {d} does not fit in int32")
-    return tuple(int(d.value if isinstance(d, E.Const) else d) for d in shp)
+        out.append(d)
+    return tuple(out)
 
 
 def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "placeholder") -> Tensor:

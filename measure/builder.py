@@ -18,6 +18,7 @@ import traceback
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
+from .checks import check_count, check_memory_limit_gb, check_seconds
 from .measure import BuildResult, MeasureErrorNo, MeasureInput
 from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
 
@@ -121,8 +122,10 @@ class LocalBuilder:
     def __init__(self, timeout: float = 15, n_parallel: int | None = None,
                  build_func: str | None = None,
                  memory_limit_gb: float | None = DEFAULT_MEMORY_LIMIT_GB):
-        if timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout}")
+        timeout = check_seconds("LocalBuilder timeout", timeout)
+        if n_parallel is not None:
+            n_parallel = check_count("LocalBuilder n_parallel", n_parallel)
+        memory_limit_gb = check_memory_limit_gb("LocalBuilder", memory_limit_gb)
         if build_func is not None:
             module, sep, attr = build_func.partition(":")
             if not sep or not module or not attr:

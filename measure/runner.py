@@ -35,6 +35,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .builder import progress_mark
+from .checks import (MAX_TIMEOUT_S, check_count, check_memory_limit_gb, check_nonnegative,
+                     check_seconds)
 from .measure import MAX_FLOAT, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
 
@@ -231,19 +233,18 @@ class LocalRunner:
                  min_repeat_ms: float = 100, cooldown_interval: float = 0.0,
                  enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
                  memory_limit_gb: float | None = 8.0, warmup_ms: float = 300):
-        if timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout}")
-        if number < 1 or repeat < 1:
-            raise ValueError(f"number and repeat must be at least 1, got {number} and {repeat}")
-        self.timeout = float(timeout)
-        self.number = int(number)
-        self.repeat = int(repeat)
-        self.min_repeat_ms = float(min_repeat_ms)
-        self.cooldown_interval = float(cooldown_interval)
+        # NaN or inf would disable the timeout (and busy-spin the waiting parent) or overflow it.
+        self.timeout = check_seconds("LocalRunner timeout", timeout)
+        self.number = check_count("LocalRunner number", number)
+        self.repeat = check_count("LocalRunner repeat", repeat)
+        self.min_repeat_ms = check_nonnegative("LocalRunner min_repeat_ms", min_repeat_ms,
+                                               MAX_TIMEOUT_S * 1e3)
+        self.cooldown_interval = check_nonnegative("LocalRunner cooldown_interval",
+                                                   cooldown_interval, MAX_TIMEOUT_S)
         self.enable_cpu_cache_flush = bool(enable_cpu_cache_flush)
         self.check_correctness = bool(check_correctness)
-        self.memory_limit_gb = memory_limit_gb
-        self.warmup_ms = float(warmup_ms)
+        self.memory_limit_gb = check_memory_limit_gb("LocalRunner", memory_limit_gb)
+        self.warmup_ms = check_nonnegative("LocalRunner warmup_ms", warmup_ms, MAX_TIMEOUT_S * 1e3)
         self.reference_timeout = REFERENCE_TIMEOUT
         self._pool: WorkerPool | None = None
         self._prepared: set[str] = set()  # workloads set up in the current worker incarnation

@@ -13,6 +13,7 @@ import ctypes.util
 import glob
 import os
 import threading
+import warnings
 from typing import Iterable, Iterator
 
 import llvmlite.binding as llvm
@@ -21,6 +22,21 @@ ENV_NUM_THREADS = "ANSOR_NUM_THREADS"
 
 _LOCK = threading.Lock()
 _LOADED: dict[str, str] = {}
+
+
+# Kernels keep the thread count in an i32 and libgomp creates that many threads: far beyond any
+# machine's core count a value is a typo, not a setting.
+MAX_NUM_THREADS = 4096
+
+_warned_oversubscription = False
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux: fall back to the machine's CPU count
+        return max(1, os.cpu_count() or 1)
 
 
 def num_threads() -> int:
@@ -34,11 +50,28 @@ def num_threads() -> int:
                              "thread count or unset it to use every available CPU") from None
         if n < 1:
             raise ValueError(f"{ENV_NUM_THREADS}={raw!r} must be a positive thread count")
+        if n > MAX_NUM_THREADS:
+            raise ValueError(f"{ENV_NUM_THREADS}={raw!r}: the thread count must be at most "
+                             f"{MAX_NUM_THREADS} (this machine has {usable_cpus()} usable CPU(s))")
         return n
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux: fall back to the machine's CPU count
-        return max(1, os.cpu_count() or 1)
+    return usable_cpus()
+
+
+def check_num_threads() -> int:
+    """``num_threads()``, for the start of a command or a tuning run: raises its ValueError
+    before any work is done (kernels read the variable in worker processes, where a bad value
+    only showed up as failed measurements), and warns once per process when the count exceeds
+    the usable CPUs (oversubscribed kernels run many times slower and time noisily)."""
+    global _warned_oversubscription
+
+    n = num_threads()
+    cpus = usable_cpus()
+    if n > cpus and not _warned_oversubscription:
+        _warned_oversubscription = True
+        warnings.warn(f"{ENV_NUM_THREADS}={n} is more than the {cpus} CPU(s) usable here: "
+                      "kernels will oversubscribe the cores, run far slower and time noisily; "
+                      f"set it to {cpus} or less (or unset it)", RuntimeWarning, stacklevel=2)
+    return n
 
 
 def _gomp_candidates() -> Iterator[str]:

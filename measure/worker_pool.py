@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
+from .checks import check_count, check_seconds
+
 OK = "ok"
 ERROR = "error"
 TIMEOUT = "timeout"
@@ -266,11 +268,12 @@ class WorkerPool:
 
     def __init__(self, n_workers: int = 1, *, initializer: Callable[[], None] | None = None,
                  memory_limit_bytes: int | None = None, start_timeout: float = 120.0):
-        if n_workers < 1:
-            raise ValueError(f"n_workers must be at least 1, got {n_workers}")
+        n_workers = check_count("WorkerPool n_workers", n_workers)
+        if memory_limit_bytes is not None:
+            memory_limit_bytes = check_count("WorkerPool memory_limit_bytes", memory_limit_bytes)
         self._initializer = initializer
         self._memory_limit = memory_limit_bytes
-        self._start_timeout = start_timeout
+        self._start_timeout = check_seconds("WorkerPool start_timeout", start_timeout)
         self._workers: list[_Worker | None] = [None] * n_workers
         self.restarts = 0  # workers replaced after a timeout or a crash, over the pool's life
         self._closed = False
@@ -314,6 +317,9 @@ class WorkerPool:
         it; a worker still booting takes no job until it is ready."""
         if self._closed:
             raise RuntimeError("the worker pool is closed")
+        # A NaN deadline is never reached (the job is never killed) and makes every wait return
+        # at once (the parent spins); an infinite one overflows the wait.
+        timeout = check_seconds("WorkerPool job timeout", timeout)
         results: list[Outcome | None] = [None] * len(args_list)
         pending = list(range(len(args_list)))[::-1]  # popped from the end: jobs start in order
         busy: dict[int, tuple[int, float]] = {}  # worker -> (job, start)

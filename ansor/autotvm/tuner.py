@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Sequence
 from measure.local import measure_batch
 from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
 from measure.record import RecordFileError, check_log_file, target_summary, truncate_msg
+from measure.runtime import check_num_threads
 
 from .measure import MeasureOption
 from .records import ConfigRecord, ConfigRecordToFile, config_of, iter_config_records
@@ -185,6 +186,7 @@ class Tuner:
                             f"{type(measure_option).__name__}")
         if log_file is not None and not isinstance(log_file, (str, os.PathLike)):
             raise TypeError(f"tune: log_file must be a path or None, got {type(log_file).__name__}")
+        check_num_threads()  # a bad ANSOR_NUM_THREADS fails here, not as failed measurements
         if log_file is not None:
             check_log_file(log_file)  # before a batch is measured only to be lost
         return _Session(self, n_trial, measure_option, log_file, early_stopping, batch_size,

@@ -40,6 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from measure.checks import MAX_TIMEOUT_S
+
+from .. import argtypes
 from . import timing
 
 # ---- the suite ----------------------------------------------------------------------------------
@@ -1014,23 +1017,27 @@ def build_parser(prog: str = "ansor bench") -> argparse.ArgumentParser:
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--workloads", help="comma-separated suite workloads (default: all; see "
                     "--list) or WORKLOAD:ARGS items separated by ';' (matmul:64,64,64)")
-    ap.add_argument("--trials", type=int, default=200, help="tuning trials per tuner and "
+    ap.add_argument("--trials", type=argtypes.count(0), default=200,
+                    help="tuning trials per tuner and "
                     "workload (default 200); existing logs count")
     ap.add_argument("--log-dir", help="tuning logs, reused across runs (default OUT/logs)")
     ap.add_argument("--out", help=f"output directory (default {default_out()})")
-    ap.add_argument("--threads", type=int, default=2, help="threads for every system (default 2)")
-    ap.add_argument("--rounds", type=int, default=5, help="timing rounds (default 5)")
+    ap.add_argument("--threads", type=argtypes.count(1), default=2,
+                    help="threads for every system (default 2)")
+    ap.add_argument("--rounds", type=argtypes.count(1), default=5, help="timing rounds (default 5)")
     ap.add_argument("--no-tvm", action="store_true", help="leave TVM MetaSchedule out")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--curve", action="store_true", help="tuning curves instead of the table")
-    ap.add_argument("--seed", type=int, help="seed for both tuners")
-    ap.add_argument("--per-round", type=int, default=64,
+    ap.add_argument("--seed", type=argtypes.seed, help="seed for both tuners")
+    ap.add_argument("--per-round", type=argtypes.count(1), default=64,
                     help="measurements per tuning round, both tuners (default 64)")
-    ap.add_argument("--repeat", type=int, default=timing.DEFAULT_REPEAT,
+    ap.add_argument("--repeat", type=argtypes.count(1), default=timing.DEFAULT_REPEAT,
                     help=f"timed repeats per measurement (default {timing.DEFAULT_REPEAT})")
-    ap.add_argument("--min-repeat-ms", type=float, default=timing.DEFAULT_MIN_REPEAT_MS,
+    ap.add_argument("--min-repeat-ms", type=argtypes.nonnegative(MAX_TIMEOUT_S * 1e3),
+                    default=timing.DEFAULT_MIN_REPEAT_MS,
                     help=f"minimum length of a repeat (default {timing.DEFAULT_MIN_REPEAT_MS:g})")
-    ap.add_argument("--warmup", type=float, default=timing.DEFAULT_WARMUP_S,
+    ap.add_argument("--warmup", type=argtypes.nonnegative(MAX_TIMEOUT_S),
+                    default=timing.DEFAULT_WARMUP_S,
                     help=f"warm-up seconds before timing (default {timing.DEFAULT_WARMUP_S:g})")
     ap.add_argument("--list", action="store_true", help="list the suite's workloads")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress output")
@@ -1038,7 +1045,8 @@ def build_parser(prog: str = "ansor bench") -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "ansor bench") -> int:
-    ns = build_parser(prog).parse_args(argv)
+    ap = build_parser(prog)
+    ns = ap.parse_args(argv)
     if ns.worker:
         timing.emit_result(worker(json.loads(ns.worker)))
         return 0
@@ -1046,13 +1054,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "ansor bench") -> int:
         for w in SUITE:
             print(f"{w.name:<18} {w.label:<36} {w.workload}{w.args}")
         return 0
-    for name in ("trials", "threads", "rounds", "repeat", "per_round"):
-        if getattr(ns, name) < (0 if name in ("trials",) else 1):
-            print(f"{prog}: --{name.replace('_', '-')} must be "
-                  f"{'>= 0' if name == 'trials' else 'positive'}", file=sys.stderr)
-            return 2
+    try:
+        workloads = parse_workloads(ns.workloads)
+    except SystemExit as err:  # a bad --workloads is a usage error: exit 2, as argparse's are
+        if not isinstance(err.code, str):
+            raise
+        ap.error(f"argument --workloads: {err.code.split(': ', 1)[-1]}")
     out = Path(ns.out) if ns.out else default_out()
-    opts = Options(workloads=parse_workloads(ns.workloads), out=out,
+    opts = Options(workloads=workloads, out=out,
                    log_dir=Path(ns.log_dir) if ns.log_dir else out / "logs",
                    trials=ns.trials, threads=ns.threads, rounds=ns.rounds, tvm=not ns.no_tvm,
                    torch_compile=not ns.no_compile, seed=ns.seed, per_round=ns.per_round,

@@ -400,9 +400,10 @@ def test_cli_errors(tmp_path, capsys):
 
 def test_cli_distill_and_verify_argument_errors(log, tmp_path, capsys):
     path, _, _ = log
-    assert main(["records", "distill", str(path), "-o", str(tmp_path / "d.json"),
-                 "--top-k", "0"]) == 2
-    assert "--top-k must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:  # argparse's usage error, as for any bad argument
+        main(["records", "distill", str(path), "-o", str(tmp_path / "d.json"), "--top-k", "0"])
+    assert info.value.code == 2
+    assert "argument --top-k: must be an integer >= 1" in capsys.readouterr().err
     assert main(["records", "verify", str(path), "--import", "no_such_module_xyz"]) == 2
     assert "no_such_module_xyz" in capsys.readouterr().err
 
