@@ -86,6 +86,17 @@ class GraphBuilder:
         self._types[n] = TensorType(arr.shape, str(arr.dtype))
         return Var(n, self._types[n])
 
+    def set_constant(self, v: Var, value: np.ndarray) -> None:
+        """Replace the array of constant ``v`` by one of the same shape and dtype (used to fold a
+        batch norm into the weights of the conv before it)."""
+        old = self._consts.get(v.name)
+        if old is None:
+            raise GraphError(f"{v.name!r} is not a constant")
+        if value.shape != old.shape or value.dtype != old.dtype:
+            raise GraphError(f"constant {v.name!r}: replacement {value.dtype}{list(value.shape)} differs "
+                             f"from {old.dtype}{list(old.shape)}")
+        self._consts[v.name] = value
+
     def const_value(self, v: Var) -> np.ndarray | None:
         """The array behind ``v`` if it is a constant, else None."""
         return self._consts.get(v.name)

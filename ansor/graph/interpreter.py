@@ -3,8 +3,10 @@ against, and what the ONNX importer uses to fold constant subgraphs.
 
 One numpy function per op. Convolutions and pools loop over the kernel window only (KH*KW
 strided slices, each a BLAS matmul or a vector op), never over pixels, so ResNet-50 runs in
-seconds. float32 inputs are computed in float32 (BLAS) except where precision is cheap to keep:
-reductions of normalisations run in float64. ``erf`` reuses the operator library reference's
+seconds. Every reduction (conv, dense, matmul, pools, normalisations) accumulates in float64 and
+rounds once to the node's dtype: the oracle must not share the rounding of what it checks, and
+output channels with equal weights must come out bit-identical whatever BLAS tile computed them
+(the ONNX light models have constant weights and ~1e10 logits, where one ulp moves the softmax). ``erf`` reuses the operator library reference's
 float64 ``erf`` (scipy is not a dependency).
 """
 from __future__ import annotations
@@ -126,11 +128,12 @@ def _conv2d(x: np.ndarray, w: np.ndarray, strides: tuple[int, int], padding: tup
     n, h, wd, ci = x.shape
     kh, kw, ci_g, co = w.shape
     t, l, b, r = padding
-    xp = np.pad(x, ((0, 0), (t, b), (l, r), (0, 0))) if any(padding) else x
+    xp = np.pad(x.astype(np.float64), ((0, 0), (t, b), (l, r), (0, 0)))
+    w = w.astype(np.float64)
     oh = (h + t + b - (kh - 1) * dilation[0] - 1) // strides[0] + 1
     ow = (wd + l + r - (kw - 1) * dilation[1] - 1) // strides[1] + 1
     co_g = co // groups
-    acc = np.zeros((n * oh * ow, co), dtype=np.float32 if x.dtype == np.float32 else np.float64)
+    acc = np.zeros((n * oh * ow, co))
     for ky in range(kh):
         for kx in range(kw):
             win = _window(xp, ky, kx, oh, ow, strides, dilation).reshape(n * oh * ow, ci)
@@ -148,11 +151,12 @@ def _conv2d(x: np.ndarray, w: np.ndarray, strides: tuple[int, int], padding: tup
 
 @_kernel("dense")
 def _dense(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    return x @ w.T
+    return x.astype(np.float64) @ w.T.astype(np.float64)
 
 
 @_kernel("matmul")
 def _matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool, transpose_b: bool) -> np.ndarray:
+    a, b = a.astype(np.float64), b.astype(np.float64)
     return np.matmul(np.swapaxes(a, -1, -2) if transpose_a else a, np.swapaxes(b, -1, -2) if transpose_b else b)
 
 
