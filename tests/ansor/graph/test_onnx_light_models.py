@@ -61,3 +61,50 @@ def test_light_model_matches_expected_output_and_onnxruntime(name):
     assert counts["conv2d"] == onnx_counts["Conv"]
     assert counts.get("transpose", 0) <= 2 + 3 * onnx_counts.get("Transpose", 0)
     assert "batch_norm" not in counts or name == "densenet121"  # every BN after a conv is folded
+
+
+def _with_random_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
+    """The light models fill every weight with one constant, so all channels are equal and a wrong
+    channel order (e.g. flattening an NHWC map as if it were NCHW) would go unnoticed. Replace each
+    ConstantOfShape weight by seeded random values (He-scaled; 1-D parameters in [0.5, 1.5] so
+    batch-norm variances stay positive)."""
+    rng = np.random.default_rng(seed)
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    keep = []
+    for node in m.graph.node:
+        if node.op_type == "ConstantOfShape" and node.input[0] in inits:
+            shape = tuple(int(d) for d in inits[node.input[0]])
+            if len(shape) == 1:
+                arr = rng.uniform(0.5, 1.5, shape)
+            else:
+                arr = rng.standard_normal(shape) * np.sqrt(2.0 / np.prod(shape[1:]))
+            m.graph.initializer.append(numpy_helper.from_array(arr.astype(np.float32), node.output[0]))
+        else:
+            keep.append(node)
+    del m.graph.node[:]
+    m.graph.node.extend(keep)
+    return m
+
+
+@pytest.mark.parametrize("name", [pytest.param(m, marks=() if m in FAST else pytest.mark.slow) for m in MODELS])
+def test_light_model_with_random_weights_matches_onnxruntime(name):
+    import onnxruntime as ort
+
+    model = _with_random_weights(onnx.load(os.path.join(LIGHT, f"light_{name}.onnx")))
+    # Compare the logits before the final Softmax (a peaked softmax hides or exaggerates errors).
+    last = model.graph.node[-1]
+    if last.op_type == "Softmax":
+        model.graph.node.pop()
+        del model.graph.output[:]
+        model.graph.output.append(onnx.helper.make_empty_tensor_value_info(last.input[0]))
+    graph = from_onnx(model)
+    ((iname, itype),) = graph.inputs.items()
+    x = np.random.default_rng(1).standard_normal(itype.shape).astype(np.float32)
+    ours = run(graph, {iname: x})[graph.outputs[0]]
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    ref = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, {iname: x})[0]
+    assert np.isfinite(ref).all() and np.abs(ref).max() > 0
+    np.testing.assert_allclose(ours, ref, rtol=1e-3, atol=1e-4 * np.abs(ref).max())
