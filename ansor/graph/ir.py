@@ -407,7 +407,8 @@ def make_node(name: str, op: str, inputs: Sequence[str], input_types: Sequence[T
     try:
         out, norm = opdef.infer(list(input_types), dict(attrs or {}))
     except GraphError as e:
-        raise GraphError(f"{where}: {e}") from None
+        msg = str(e)
+        raise GraphError(f"{where}: {msg[len(op) + 2:] if msg.startswith(f'{op}: ') else msg}") from None
     return Node(name, op, tuple(inputs), norm, out)
 
 
