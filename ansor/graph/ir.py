@@ -422,7 +422,7 @@ class Graph:
     nodes: tuple[Node, ...]
     outputs: tuple[str, ...]
     name: str = "graph"
-    _types: dict[str, TensorType] = field(default_factory=dict, repr=False)
+    _types: dict[str, TensorType] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
