@@ -137,7 +137,7 @@ class _Importer:
         v = self.env[name]
         if v.plain is None:
             if v.const is not None:
-                v.plain = self.b.constant(self._const_dtype(v.const, name), name=f"{name}")
+                v.plain = self.b.constant(self._const_dtype(v.const, name), name=f"{name}", copy=False)
             else:
                 # A graph output's NCHW twin takes the output's own name.
                 v.plain = self.b.transpose(v.nhwc, _TO_NCHW, name=name if name in self.out_names else f"{name}:nchw")
@@ -148,7 +148,8 @@ class _Importer:
         if v.nhwc is None:
             if v.const is not None:
                 arr = v.const.reshape((1,) * (4 - v.const.ndim) + v.const.shape)
-                v.nhwc = self.b.constant(self._const_dtype(arr.transpose(_TO_NHWC), name), name=f"{name}:nhwc")
+                v.nhwc = self.b.constant(self._const_dtype(np.ascontiguousarray(arr.transpose(_TO_NHWC)), name),
+                                         name=f"{name}:nhwc", copy=False)
             else:
                 v.nhwc = self.b.transpose(v.plain, _TO_NHWC, name=f"{name}:nhwc")
         return v.nhwc
@@ -340,7 +341,7 @@ def _conv(imp: _Importer, node, attrs) -> None:
     strides = tuple(attrs.get("strides", (1, 1)))
     dil = tuple(attrs.get("dilations", (1, 1)))
     pads = _spatial_pads(imp, node, attrs, x.shape[2:], kernel, strides, dil)
-    wv = imp.b.constant(np.ascontiguousarray(w.transpose(2, 3, 1, 0)), name=f"{node.input[1]}:hwio")
+    wv = imp.b.constant(np.ascontiguousarray(w.transpose(2, 3, 1, 0)), name=f"{node.input[1]}:hwio", copy=False)
     out = node.output[0]
     y = imp.b.conv2d(imp.nhwc(node.input[0]), wv, strides=strides, padding=pads, dilation=dil,
                      groups=int(attrs.get("group", 1)), name=imp.name_for(out, True) + (":conv" if len(node.input) > 2 else ""))
@@ -628,7 +629,7 @@ def _gemm(imp: _Importer, node, attrs) -> None:
         w = np.ascontiguousarray(w * np.asarray(alpha, w.dtype) if alpha != 1.0 else w)
         if ta:
             a = imp.b.transpose(a, (1, 0), name=f"{out}:a_t")
-        y = imp.b.dense(a, imp.b.constant(w, name=f"{node.input[1]}:dense"), name=f"{out}:dense")
+        y = imp.b.dense(a, imp.b.constant(w, name=f"{node.input[1]}:dense", copy=False), name=f"{out}:dense")
     else:
         y = imp.b.matmul(a, imp.plain(node.input[1]), transpose_a=ta, transpose_b=tb, name=f"{out}:matmul")
         if alpha != 1.0:
@@ -656,7 +657,7 @@ def _matmul(imp: _Importer, node, attrs) -> None:
         x = imp.plain(a_name)
         if len(lead) > 1:
             x = imp.b.reshape(x, (math.prod(lead), k), name=f"{out}:2d")
-        y = imp.b.dense(x, imp.b.constant(np.ascontiguousarray(bv.const.T), name=f"{b_name}:dense"),
+        y = imp.b.dense(x, imp.b.constant(np.ascontiguousarray(bv.const.T), name=f"{b_name}:dense", copy=False),
                         name=out if len(lead) == 1 else f"{out}:dense")
         if len(lead) > 1:
             y = imp.b.reshape(y, (*lead, n), name=out)

@@ -72,9 +72,11 @@ class GraphBuilder:
         self._types[name] = t
         return Var(name, t)
 
-    def constant(self, value: np.ndarray | float | int, name: str = "const", dtype: str | None = None) -> Var:
-        """A constant array (copied; float64 data without an explicit dtype becomes float32)."""
-        arr = np.array(value)
+    def constant(self, value: np.ndarray | float | int, name: str = "const", dtype: str | None = None,
+                 copy: bool = True) -> Var:
+        """A constant array (float64 data without an explicit dtype becomes float32). It is copied
+        unless ``copy=False`` (for arrays the caller made and will not change: large weights)."""
+        arr = np.array(value) if copy else np.asarray(value)
         if dtype is not None:
             arr = arr.astype(dtype)
         elif arr.dtype == np.float64:
