@@ -245,6 +245,9 @@ class _Importer:
                 if i and i not in self.env:
                     raise self.err(node, f"input {display_name(i)} is not defined before it (graph not "
                                          f"topologically sorted?)")
+            for o in node.output:
+                if o and o in self.env:
+                    raise self.err(node, f"output {display_name(o)} is already defined (the graph is not SSA)")
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             try:
                 if all(self.env[i].const is not None for i in node.input if i) and node.op_type in _FOLD:
@@ -765,6 +768,17 @@ def _attr_tensor(node, attrs, where) -> np.ndarray:
                           f"({', '.join(attrs) or 'none'})")
 
 
+# A model is untrusted: a constant it asks us to materialise is capped (VGG-19's largest weight,
+# 4096 x 25088, is about 2**26.6 elements) so a hostile shape gives an error, not a memory blow-up.
+MAX_CONST_ELEMS = 1 << 28
+
+
+def _check_size(imp: _Importer, node, shape: Sequence[int]) -> None:
+    if any(d < 0 for d in shape) or math.prod(shape) > MAX_CONST_ELEMS:
+        raise imp.err(node, f"constant of shape {list(shape)} is negative or larger than "
+                            f"{MAX_CONST_ELEMS} elements")
+
+
 @_folds("Constant")
 def _f_constant(imp, node, attrs, args):
     return [_attr_tensor(node, attrs, imp.where)]
@@ -774,8 +788,7 @@ def _f_constant(imp, node, attrs, args):
 def _f_constant_of_shape(imp, node, attrs, args):
     fill = _tensor(attrs["value"], imp.where).reshape(-1) if "value" in attrs else np.zeros(1, np.float32)
     shape = tuple(int(d) for d in args[0].reshape(-1))
-    if any(d < 0 for d in shape) or math.prod(shape) > 1 << 31:
-        raise imp.err(node, f"shape {list(shape)} is negative or too large")
+    _check_size(imp, node, shape)
     return [np.full(shape, fill[0], dtype=fill.dtype)]
 
 
@@ -878,12 +891,16 @@ def _f_slice(imp, node, attrs, args):
 @_folds("Range")
 def _f_range(imp, node, attrs, args):
     start, limit, delta = (a.reshape(-1)[0] for a in args)
+    if delta == 0:
+        raise imp.err(node, "delta is 0")
+    _check_size(imp, node, (max(0, math.ceil((limit - start) / delta)),))
     return [np.arange(start, limit, delta, dtype=args[0].dtype)]
 
 
 @_folds("Expand")
 def _f_expand(imp, node, attrs, args):
     shape = np.broadcast_shapes(args[0].shape, tuple(int(d) for d in args[1].reshape(-1)))
+    _check_size(imp, node, shape)
     return [np.broadcast_to(args[0], shape).copy()]
 
 

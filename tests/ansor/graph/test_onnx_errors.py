@@ -143,3 +143,17 @@ def test_import_ansor_does_not_import_onnx_and_frontend_says_how_to_install(tmp_
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "pip install 'ansor-py[onnx]'" in out.stdout
+
+
+def test_huge_constant_is_refused_before_allocating():
+    node = mk("ConstantOfShape", ["shape"], ["c"], name="bomb")
+    model = make_model([node, mk("Add", ["x", "c"], ["y"])], {"x": rand(2, 2)},
+                       {"shape": np.array([1 << 20, 1 << 20], np.int64)})
+    with pytest.raises(OnnxImportError, match=r"node bomb \(ConstantOfShape\): constant of shape \[1048576, 1048576\]"):
+        from_onnx(model)
+
+
+def test_output_defined_twice():
+    model = make_model([mk("Relu", ["x"], ["y"]), mk("Neg", ["x"], ["y"], name="again")], {"x": rand(2, 2)})
+    with pytest.raises(OnnxImportError, match=r"node again \(Neg\): output y is already defined"):
+        from_onnx(model)
