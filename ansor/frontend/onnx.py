@@ -528,11 +528,19 @@ def _reshape(imp: _Importer, node, attrs) -> None:
     _reshape_to(imp, node, src, _reshape_shape(imp.val(src).shape, target, bool(attrs.get("allowzero", 0))))
 
 
+def _flatten_axis(attrs: dict[str, Any], rank: int) -> int:
+    """Flatten's axis in [0, rank]; a negative one counts from the back (-1 is rank - 1)."""
+    axis = int(attrs.get("axis", 1))
+    if not -rank <= axis <= rank:
+        raise ValueError(f"Flatten axis {axis} is out of range [-{rank}, {rank}]")
+    return axis + rank if axis < 0 else axis
+
+
 @_handles("Flatten")
 def _flatten(imp: _Importer, node, attrs) -> None:
     src = node.input[0]
     shape = imp.val(src).shape
-    axis = int(attrs.get("axis", 1)) % (len(shape) + 1) if attrs.get("axis", 1) < 0 else int(attrs.get("axis", 1))
+    axis = _flatten_axis(attrs, len(shape))
     lead = math.prod(shape[:axis])
     _reshape_to(imp, node, src, (lead, math.prod(shape[axis:])))
 
@@ -833,8 +841,8 @@ def _f_reshape(imp, node, attrs, args):
 
 @_folds("Flatten")
 def _f_flatten(imp, node, attrs, args):
-    axis = int(attrs.get("axis", 1)) % (args[0].ndim + 1)
-    return [args[0].reshape(math.prod(args[0].shape[:axis]), -1)]
+    axis = _flatten_axis(attrs, args[0].ndim)
+    return [args[0].reshape(math.prod(args[0].shape[:axis]), math.prod(args[0].shape[axis:]))]
 
 
 @_folds("Transpose")

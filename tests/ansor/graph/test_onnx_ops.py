@@ -219,7 +219,9 @@ def test_global_average_pool():
 
 def test_reshape_flatten_transpose_concat():
     check([mk("Reshape", ["x", "s"], ["y"])], {"x": rand(2, 3, 4)}, {"s": np.array([0, -1], np.int64)})
-    check([mk("Flatten", ["x"], ["y"], axis=2)], {"x": rand(2, 3, 4, 5)})
+    for axis in (0, 2, 4, -1, -3):
+        check([mk("Flatten", ["x"], ["y"], axis=axis)], {"x": rand(2, 3, 4, 5)})
+        check([mk("Flatten", ["c"], ["y"], axis=axis)], {}, {"c": rand(2, 3, 4, 5)})  # folded at import
     check([mk("Transpose", ["x"], ["y"], perm=[2, 0, 1])], {"x": rand(2, 3, 4)})
     check([mk("Concat", ["a", "b"], ["y"], axis=-1)], {"a": rand(2, 3), "b": rand(2, 5, seed=1)})
 
