@@ -3,9 +3,10 @@
 Layout. ONNX vision models are NCHW; our kernels are tuned NHWC. The importer converts inside:
 conv weights are transposed once at import (OIHW -> HWIO), and 4-D values flowing between
 layout-aware ops (Conv, pools, BatchNormalization, LRN, elementwise ops, Concat, Softmax on the
-channel axis, Flatten/Reshape of a 1x1 spatial map, Transpose) stay NHWC. Transposes are added
-only where a value crosses into a layout-agnostic op (e.g. a Reshape of a 7x7 feature map, or
-ShuffleNet's channel shuffle) and at the graph boundary: **the imported graph takes and returns
+channel axis, Flatten/Reshape of a feature map, Transpose) stay NHWC; a Gemm after a flattened
+feature map (VGG, AlexNet) gets its weight rows permuted to NHWC order at import. Transposes are
+added only where a value crosses into a layout-agnostic op (e.g. ShuffleNet's channel shuffle, a
+Reshape to anything but [N, C*H*W]) and at the graph boundary: **the imported graph takes and returns
 the model's own layout** (NCHW in, NCHW out, as onnxruntime does), with a transpose after each
 4-D input and before each 4-D output.
 
@@ -59,6 +60,9 @@ class _Val:
     const: np.ndarray | None = None
     plain: Var | None = None
     nhwc: Var | None = None
+    # A [N, C*H*W] flatten of an NHWC map, kept in NHWC element order: (var [N, H*W*C], source
+    # ONNX name, C). A Gemm on it permutes its weight instead; any other reader materialises it.
+    flat_nhwc: tuple[Var, str, int] | None = None
 
 
 # ---- loading --------------------------------------------------------------------------------------
@@ -138,6 +142,8 @@ class _Importer:
         if v.plain is None:
             if v.const is not None:
                 v.plain = self.b.constant(self._const_dtype(v.const, name), name=f"{name}", copy=False)
+            elif v.flat_nhwc is not None:
+                v.plain = self.b.reshape(self.plain(v.flat_nhwc[1]), v.shape, name=name)
             else:
                 # A graph output's NCHW twin takes the output's own name.
                 v.plain = self.b.transpose(v.nhwc, _TO_NCHW, name=name if name in self.out_names else f"{name}:nchw")
@@ -428,7 +434,7 @@ def _clip(imp: _Importer, node, attrs) -> None:
 @_handles("Identity", "Dropout")
 def _identity(imp: _Importer, node, attrs) -> None:
     imp.single_output(node)  # Dropout's mask
-    imp.env[node.output[0]] = imp.env[node.input[0]]
+    imp.env[node.output[0]] = imp.env[node.input[0]]  # the same value, in every layout it has
 
 
 _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Sum": "add",
@@ -502,6 +508,13 @@ def _spatial_is_1x1(imp: _Importer, name: str) -> bool:
 
 
 def _reshape_to(imp: _Importer, node, src: str, shape: Sequence[int]) -> None:
+    v = imp.val(src)
+    if imp.is_nhwc(src) and not _spatial_is_1x1(imp, src) and tuple(shape) == (v.shape[0], math.prod(v.shape[1:])):
+        # Flattening a feature map for a classifier (VGG, AlexNet): keep NHWC order, no transpose;
+        # the Gemm reading it permutes its weight rows once instead.
+        flat = imp.b.reshape(imp.nhwc(src), tuple(shape), name=f"{node.output[0]}:nhwc_order")
+        imp.env[node.output[0]] = _Val(tuple(shape), v.dtype, flat_nhwc=(flat, src, v.shape[1]))
+        return
     base = imp.nhwc(src) if _spatial_is_1x1(imp, src) else imp.plain(src)
     imp.set_plain(node.output[0], imp.b.reshape(base, tuple(shape), name=node.output[0]))
 
@@ -633,16 +646,23 @@ def _gemm(imp: _Importer, node, attrs) -> None:
     alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
     ta, tb = bool(attrs.get("transA", 0)), bool(attrs.get("transB", 0))
     out = node.output[0]
-    a = imp.plain(node.input[0])
-    bval = imp.val(node.input[1])
-    if bval.const is not None:
+    aval, bval = imp.val(node.input[0]), imp.val(node.input[1])
+    if bval.const is not None and aval.flat_nhwc is not None and not ta:
+        flat, _, c = aval.flat_nhwc
+        w = bval.const if tb else bval.const.T  # [N, K], K in (c, h, w) order -> (h, w, c) order
+        w = w.reshape(w.shape[0], c, -1).transpose(0, 2, 1).reshape(w.shape[0], -1)
+        w = np.ascontiguousarray(w * np.asarray(alpha, w.dtype) if alpha != 1.0 else w)
+        y = imp.b.dense(flat, imp.b.constant(w, name=f"{node.input[1]}:dense", copy=False), name=f"{out}:dense")
+    elif bval.const is not None:
+        a = imp.plain(node.input[0])
         w = bval.const if tb else bval.const.T  # dense wants [N, K]
         w = np.ascontiguousarray(w * np.asarray(alpha, w.dtype) if alpha != 1.0 else w)
         if ta:
             a = imp.b.transpose(a, (1, 0), name=f"{out}:a_t")
         y = imp.b.dense(a, imp.b.constant(w, name=f"{node.input[1]}:dense", copy=False), name=f"{out}:dense")
     else:
-        y = imp.b.matmul(a, imp.plain(node.input[1]), transpose_a=ta, transpose_b=tb, name=f"{out}:matmul")
+        y = imp.b.matmul(imp.plain(node.input[0]), imp.plain(node.input[1]), transpose_a=ta, transpose_b=tb,
+                         name=f"{out}:matmul")
         if alpha != 1.0:
             y = imp.b.mul(y, np.float32(alpha), name=f"{out}:alpha")
     if len(node.input) > 2 and node.input[2] and beta != 0.0:

@@ -300,3 +300,25 @@ def test_imported_graph_keeps_nchw_at_the_boundary():
     assert g.inputs["x"].shape == (1, 3, 8, 8) and g.type_of("y").shape == (1, 4, 4, 4)
     assert g.op_counts()["transpose"] == 2
     assert g.node(g.nodes[1].name).op == "conv2d" and g.nodes[1].attrs["padding"] == (1, 1, 1, 1)
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("flatten", ["Flatten", "Reshape"])
+def test_classifier_after_flattened_feature_map_needs_no_transpose(trans_b, flatten):
+    """VGG's head: conv -> flatten [N, C*H*W] -> Gemm. The Gemm weight is permuted to NHWC order
+    at import, so the only transposes are the input's (the output is 2-D)."""
+    k = 5 * 3 * 4
+    nodes = [mk("Conv", ["x", "w"], ["c"]),
+             mk("Flatten", ["c"], ["f"]) if flatten == "Flatten" else mk("Reshape", ["c", "s"], ["f"]),
+             mk("Gemm", ["f", "g", "bias"], ["y"], transB=trans_b, alpha=0.5)]
+    inits = {"w": rand(5, 2, 1, 1, seed=1), "g": rand(*((7, k) if trans_b else (k, 7)), seed=2),
+             "bias": rand(7, seed=3), "s": np.array([2, -1], np.int64)}
+    g = check(nodes, {"x": rand(2, 2, 3, 4)}, inits)
+    assert g.op_counts()["transpose"] == 1
+
+
+def test_flattened_feature_map_read_by_other_ops():
+    nodes = [mk("Conv", ["x", "w"], ["c"]), mk("Flatten", ["c"], ["f"]), mk("Relu", ["f"], ["r"]),
+             mk("Gemm", ["f", "g"], ["y"], transB=1)]
+    check(nodes, {"x": rand(1, 2, 3, 4)}, {"w": rand(5, 2, 1, 1, seed=1), "g": rand(3, 60, seed=2)},
+          outputs=("y", "r", "f"))
