@@ -4,9 +4,10 @@ Layout. ONNX vision models are NCHW; our kernels are tuned NHWC. The importer co
 conv weights are transposed once at import (OIHW -> HWIO), and 4-D values flowing between
 layout-aware ops (Conv, pools, BatchNormalization, LRN, elementwise ops, Concat, Softmax on the
 channel axis, Flatten/Reshape of a feature map, Transpose) stay NHWC; a Gemm after a flattened
-feature map (VGG, AlexNet) gets its weight rows permuted to NHWC order at import. Transposes are
-added only where a value crosses into a layout-agnostic op (e.g. ShuffleNet's channel shuffle, a
-Reshape to anything but [N, C*H*W]) and at the graph boundary: **the imported graph takes and returns
+feature map (VGG, AlexNet) gets its weight rows permuted to NHWC order at import, and a channel
+shuffle (Reshape -> Transpose -> Reshape, ShuffleNet) becomes one transpose of NHWC data. Other
+transposes are added only where a value crosses into a layout-agnostic op (e.g. a general
+Reshape of a feature map) and at the graph boundary: **the imported graph takes and returns
 the model's own layout** (NCHW in, NCHW out, as onnxruntime does), with a transpose after each
 4-D input and before each 4-D output.
 
@@ -63,6 +64,10 @@ class _Val:
     # A [N, C*H*W] flatten of an NHWC map, kept in NHWC element order: (var [N, H*W*C], source
     # ONNX name, C). A Gemm on it permutes its weight instead; any other reader materialises it.
     flat_nhwc: tuple[Var, str, int] | None = None
+    # A 5-D value split from an NHWC map's channels ([N, A, B, H, W], ShuffleNet's channel
+    # shuffle), stored as ``var = value.transpose(perm)`` with the spatial axes kept inner-most
+    # but one: Transposes of it only change ``perm``; see _reshape_to.
+    permuted: tuple[Var, tuple[int, ...]] | None = None
 
 
 # ---- loading --------------------------------------------------------------------------------------
@@ -144,6 +149,9 @@ class _Importer:
                 v.plain = self.b.constant(self._const_dtype(v.const, name), name=f"{name}", copy=False)
             elif v.flat_nhwc is not None:
                 v.plain = self.b.reshape(self.plain(v.flat_nhwc[1]), v.shape, name=name)
+            elif v.permuted is not None:
+                var, perm = v.permuted
+                v.plain = self.b.transpose(var, tuple(int(i) for i in np.argsort(perm)), name=name)
             else:
                 # A graph output's NCHW twin takes the output's own name.
                 v.plain = self.b.transpose(v.nhwc, _TO_NCHW, name=name if name in self.out_names else f"{name}:nchw")
@@ -508,7 +516,25 @@ def _spatial_is_1x1(imp: _Importer, name: str) -> bool:
 
 
 def _reshape_to(imp: _Importer, node, src: str, shape: Sequence[int]) -> None:
-    v = imp.val(src)
+    v, shape, out = imp.val(src), tuple(shape), node.output[0]
+    if imp.is_nhwc(src) and len(shape) == 5 and shape[0] == v.shape[0] and shape[3:] == v.shape[2:]:
+        # Channel split [N, C, H, W] -> [N, A, B, H, W]: in NHWC a free reshape to [N, H, W, A, B].
+        n, a, b_, h, w = shape
+        var = imp.b.reshape(imp.nhwc(src), (n, h, w, a, b_), name=f"{out}:nhwc_split")
+        imp.env[out] = _Val(shape, v.dtype, permuted=(var, (0, 3, 4, 1, 2)))
+        return
+    if v.permuted is not None and len(shape) == 4 and shape[0] == v.shape[0] and shape[2:] == v.shape[3:]:
+        # Channel merge back to [N, C, H, W]: order the stored axes as [N, H, W, A', B'] (one
+        # transpose of the channel axes; none if already in order), then a free reshape to NHWC.
+        var, perm = v.permuted
+        want = (0, 3, 4, 1, 2)  # logical axes in NHWC-like order
+        inv = np.argsort(perm)  # logical axis -> stored axis
+        order = tuple(int(inv[a]) for a in want)
+        if order != tuple(range(5)):
+            var = imp.b.transpose(var, order, name=f"{out}:nhwc_shuffle")
+        n, c, h, w = shape
+        imp.set_nhwc(out, imp.b.reshape(var, (n, h, w, c), name=imp.name_for(out, True)))
+        return
     if imp.is_nhwc(src) and not _spatial_is_1x1(imp, src) and tuple(shape) == (v.shape[0], math.prod(v.shape[1:])):
         # Flattening a feature map for a classifier (VGG, AlexNet): keep NHWC order, no transpose;
         # the Gemm reading it permutes its weight rows once instead.
@@ -596,7 +622,14 @@ def _transpose(imp: _Importer, node, attrs) -> None:
     src, out = node.input[0], node.output[0]
     rank = len(imp.val(src).shape)
     perm = tuple(attrs.get("perm", range(rank - 1, -1, -1)))
-    if imp.is_nhwc(src):  # compose with the NHWC -> NCHW permutation: no extra transpose
+    v = imp.val(src)
+    if v.permuted is not None and v.plain is None and sorted(perm[3:]) == [3, 4]:
+        # Permuting the channel-group axes of a split NHWC map: only the bookkeeping changes.
+        var, p = v.permuted
+        qinv = np.argsort(perm)
+        imp.env[out] = _Val(tuple(v.shape[i] for i in perm), v.dtype,
+                            permuted=(var, tuple(int(qinv[i]) for i in p)))
+    elif imp.is_nhwc(src):  # compose with the NHWC -> NCHW permutation: no extra transpose
         imp.set_plain(out, imp.b.transpose(imp.nhwc(src), tuple(_TO_NCHW[p] for p in perm), name=out))
     else:
         imp.set_plain(out, imp.b.transpose(imp.plain(src), perm, name=out))

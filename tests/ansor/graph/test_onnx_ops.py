@@ -246,9 +246,17 @@ def test_channel_shuffle():
     nodes = [mk("Conv", ["x", "w"], ["c"]), mk("Reshape", ["c", "s1"], ["r"]),
              mk("Transpose", ["r"], ["t"], perm=[0, 2, 1, 3, 4]), mk("Reshape", ["t", "s2"], ["u"]),
              mk("Conv", ["u", "w2"], ["y"])]
-    check(nodes, {"x": rand(1, 3, 4, 4)},
-          {"w": rand(6, 3, 1, 1, seed=1), "w2": rand(2, 6, 1, 1, seed=2),
-           "s1": np.array([1, 2, 3, 4, 4], np.int64), "s2": np.array([1, 6, 4, 4], np.int64)})
+    inits = {"w": rand(6, 3, 1, 1, seed=1), "w2": rand(2, 6, 1, 1, seed=2),
+             "s1": np.array([1, 2, 3, 4, 5], np.int64), "s2": np.array([1, 6, 4, 5], np.int64)}
+    g = check(nodes, {"x": rand(1, 3, 4, 5)}, inits)
+    # NCHW input, the shuffle itself (one transpose of the channel axes in NHWC), NCHW output.
+    assert g.op_counts()["transpose"] == 3
+    # The split and the shuffled values read by layout-agnostic ops and as graph outputs.
+    nodes += [mk("Neg", ["r"], ["nr"]), mk("Neg", ["t"], ["nt"])]
+    check(nodes, {"x": rand(1, 3, 4, 5)}, inits, outputs=("y", "r", "t", "nr", "nt", "u"))
+    # A transpose that also swaps H and W, then the merge.
+    nodes2 = nodes[:2] + [mk("Transpose", ["r"], ["t"], perm=[0, 2, 1, 4, 3]), mk("Reshape", ["t", "s3"], ["y"])]
+    check(nodes2, {"x": rand(1, 3, 4, 5)}, {**inits, "s3": np.array([1, 6, 5, 4], np.int64)})
 
 
 def test_pad_opsets():
