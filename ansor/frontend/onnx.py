@@ -34,7 +34,6 @@ import numpy as np
 
 try:
     import onnx
-    from onnx import numpy_helper
 except ImportError as e:  # pragma: no cover - exercised by a subprocess test without onnx
     raise ImportError("ansor.frontend.onnx needs the onnx package: pip install 'ansor-py[onnx]'") from e
 
