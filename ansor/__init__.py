@@ -5,7 +5,8 @@ LLVM. Schedules are ``State`` values built from transform steps (``dag.init_stat
 Measurements (``LocalBuilder``, ``LocalRunner``) are isolated in worker processes and recorded as
 JSON lines (``RecordToFile``, ``load_records``, ``best_record``, ``distill``). Tuning searches
 schedules by itself: ``SearchTask(func=..., args=...).tune(TuningOptions(...))`` returns a
-``TuneResult``.
+``TuneResult``. Whole networks: ``ansor.networks.get(name)`` and ``ansor.frontend.from_onnx(path)``
+give an ``ansor.graph.Graph``, run by the numpy reference ``ansor.graph.run``.
 """
 from compute import te
 from compute.workload_registry import make_workload, register_workload
@@ -21,6 +22,7 @@ from .compute_dag import ComputeDAG
 from .records import NoRecordError, best_record, distill, load_records
 from .search_task import SearchTask
 from .tuning import TuneResult, TuningOptions
+from . import frontend, graph, networks  # noqa: E402 - networks: ansor.networks.get(...); onnx loads lazily
 
 __all__ = [
     "BuildResult", "ComputeDAG", "InvalidStepError", "Iterator", "LocalBuilder", "LocalRunner",

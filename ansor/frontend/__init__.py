@@ -1,0 +1,21 @@
+"""Model importers. ``from_onnx`` reads an ONNX model into a ``Graph``.
+
+The ``onnx`` package is an optional dependency (``pip install 'ansor-py[onnx]'``): this module
+imports it only when ``from_onnx`` is called, so ``import ansor`` works without it.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..graph.ir import Graph
+
+
+def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[int] | None = None) -> Graph:
+    """Import an ONNX model (a path, bytes, or an ``onnx.ModelProto``) as a ``Graph``; see
+    ``ansor.frontend.onnx`` for the layout and the supported operators."""
+    from .onnx import from_onnx as _impl  # deferred: needs the optional onnx package
+    return _impl(model_or_path, shape)
+
+
+__all__ = ["from_onnx"]

@@ -1,0 +1,268 @@
+"""Constant folding for the ONNX importer: numpy evaluation of every node whose inputs are all
+constants (Constant, ConstantOfShape, Shape, Gather, Unsqueeze, Concat, Reshape, arithmetic, ...),
+so the shape computations exporters emit become plain constants at import, plus the shape rules
+(Reshape, Flatten, Squeeze, Unsqueeze, Slice) the importer shares with them.
+
+Fold functions take ``(imp, node, attrs, args)``: the importer (for ``opset``, ``where``, ``err``,
+``val`` and ``const_of``), the ONNX node, its decoded attributes and the constant input arrays,
+and return the output arrays. A model is untrusted: constants it asks for are size-capped.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..graph.ir import display_name
+
+
+class OnnxImportError(ValueError):
+    """The model cannot be imported: not ONNX, truncated, unsupported ops or unknown shapes."""
+
+
+# ONNX element types we import, as numpy dtype names.
+NP_DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64",
+             onnx.TensorProto.INT32: "int32", onnx.TensorProto.INT64: "int64", onnx.TensorProto.BOOL: "bool"}
+
+
+def tensor_array(t: onnx.TensorProto, where: str) -> np.ndarray:
+    """A TensorProto's data; external-data tensors are refused (a model must not make us read
+    other files)."""
+    if t.data_location == onnx.TensorProto.EXTERNAL or t.external_data:
+        raise OnnxImportError(f"{where}: tensor {display_name(t.name)} uses external data, which is not "
+                              f"supported (save the model with its weights inside the file)")
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as e:
+        raise OnnxImportError(f"{where}: tensor {display_name(t.name)} cannot be decoded ({e})") from None
+
+
+def reshape_shape(in_shape: Sequence[int], target: Sequence[int], allowzero: bool) -> tuple[int, ...]:
+    """ONNX Reshape's output shape: 0 copies the input dimension (unless allowzero), -1 is inferred."""
+    shape = [int(d) for d in target]
+    for i, d in enumerate(shape):
+        if d == 0 and not allowzero:
+            shape[i] = in_shape[i]
+    if shape.count(-1) > 1:
+        raise ValueError(f"reshape target {list(target)} has more than one -1")
+    if -1 in shape:
+        rest = math.prod(d for d in shape if d != -1)
+        shape[shape.index(-1)] = math.prod(in_shape) // rest if rest else 0
+    if math.prod(shape) != math.prod(in_shape):
+        raise ValueError(f"cannot reshape {list(in_shape)} to {list(target)}")
+    return tuple(shape)
+
+
+def flatten_axis(attrs: dict[str, Any], rank: int) -> int:
+    """Flatten's axis in [0, rank]; a negative one counts from the back (-1 is rank - 1)."""
+    axis = int(attrs.get("axis", 1))
+    if not -rank <= axis <= rank:
+        raise ValueError(f"Flatten axis {axis} is out of range [-{rank}, {rank}]")
+    return axis + rank if axis < 0 else axis
+
+
+def unsqueezed(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, ...]:
+    """``shape`` with 1s inserted at ``axes`` (axes of the output, negative from the back)."""
+    rank = len(shape) + len(axes)
+    ax = sorted(a % rank for a in axes)
+    out, it = [], iter(shape)
+    for i in range(rank):
+        out.append(1 if i in ax else next(it))
+    return tuple(out)
+
+
+def squeezed(shape: Sequence[int], axes: Sequence[int] | None) -> tuple[int, ...]:
+    """``shape`` without ``axes`` (all its 1s when ``axes`` is empty)."""
+    ax = {a % len(shape) for a in axes} if axes else {i for i, d in enumerate(shape) if d == 1}
+    return tuple(d for i, d in enumerate(shape) if i not in ax)
+
+
+def slice_params(imp: Any, node: onnx.NodeProto, attrs: dict[str, Any],
+                 shape: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
+    """ONNX Slice (attributes before opset 10, constant inputs after) as per-axis begin, end and
+    step, clamped to ``shape``; negative steps are refused."""
+    rank = len(shape)
+    if imp.opset < 10:
+        starts, ends = list(attrs["starts"]), list(attrs["ends"])
+        axes, steps = list(attrs.get("axes", range(len(starts)))), [1] * len(starts)
+    else:
+        starts = [int(v) for v in imp.const_of(node, 1, "starts").reshape(-1)]
+        ends = [int(v) for v in imp.const_of(node, 2, "ends").reshape(-1)]
+        ax = imp.const_of(node, 3, "axes")
+        st = imp.const_of(node, 4, "steps")
+        axes = list(range(len(starts))) if ax is None else [int(a) for a in ax.reshape(-1)]
+        steps = [1] * len(starts) if st is None else [int(s) for s in st.reshape(-1)]
+    begin, end, step = [0] * rank, list(shape), [1] * rank
+    for s, e, a, k in zip(starts, ends, axes, steps):
+        if k <= 0:
+            raise imp.err(node, f"only positive slice steps are supported, got {k}")
+        a %= rank
+        b0, e0, _ = slice(s, e, k).indices(shape[a])
+        begin[a], end[a], step[a] = b0, max(e0, b0), k
+    return begin, end, step
+
+
+# op type -> fold function (``(imp, node, attrs, args) -> [output arrays]``)
+FOLD: dict[str, Callable[..., list[np.ndarray]]] = {}
+
+
+def _folds(*ops: str) -> Callable:
+    def deco(fn: Callable) -> Callable:
+        for op in ops:
+            FOLD[op] = fn
+        return fn
+    return deco
+
+
+# ---- constant folding (all inputs constant) ---------------------------------------------------------
+
+def _attr_tensor(node, attrs, where) -> np.ndarray:
+    if "value" in attrs:
+        return tensor_array(attrs["value"], where)
+    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
+                       ("value_ints", np.int64)):
+        if key in attrs:
+            return np.asarray(attrs[key], dtype=dtype)
+    raise OnnxImportError(f"{where}: Constant node {display_name(node.name)}: unsupported value attribute "
+                          f"({', '.join(attrs) or 'none'})")
+
+
+# A model is untrusted: a constant it asks us to materialise is capped (VGG-19's largest weight,
+# 4096 x 25088, is about 2**26.6 elements) so a hostile shape gives an error, not a memory blow-up.
+MAX_CONST_ELEMS = 1 << 28
+
+
+def _check_size(imp: Any, node, shape: Sequence[int]) -> None:
+    if any(d < 0 for d in shape) or math.prod(shape) > MAX_CONST_ELEMS:
+        raise imp.err(node, f"constant of shape {list(shape)} is negative or larger than "
+                            f"{MAX_CONST_ELEMS} elements")
+
+
+@_folds("Constant")
+def _f_constant(imp, node, attrs, args):
+    return [_attr_tensor(node, attrs, imp.where)]
+
+
+@_folds("ConstantOfShape")
+def _f_constant_of_shape(imp, node, attrs, args):
+    fill = tensor_array(attrs["value"], imp.where).reshape(-1) if "value" in attrs else np.zeros(1, np.float32)
+    shape = tuple(int(d) for d in args[0].reshape(-1))
+    _check_size(imp, node, shape)
+    return [np.full(shape, fill[0], dtype=fill.dtype)]
+
+
+@_folds("Shape")
+def _f_shape(imp, node, attrs, args):
+    shape = imp.val(node.input[0]).shape
+    return [np.asarray(shape[attrs.get("start", 0):attrs.get("end", len(shape))], dtype=np.int64)]
+
+
+@_folds("Gather")
+def _f_gather(imp, node, attrs, args):
+    return [np.take(args[0], args[1].astype(np.int64), axis=int(attrs.get("axis", 0)))]
+
+
+@_folds("Unsqueeze")
+def _f_unsqueeze(imp, node, attrs, args):
+    axes = list(attrs["axes"]) if imp.opset < 13 else [int(a) for a in args[1].reshape(-1)]
+    return [args[0].reshape(unsqueezed(args[0].shape, axes))]
+
+
+@_folds("Squeeze")
+def _f_squeeze(imp, node, attrs, args):
+    axes = (list(attrs["axes"]) if "axes" in attrs else None) if imp.opset < 13 else (
+        None if len(args) < 2 or args[1] is None else [int(a) for a in args[1].reshape(-1)])
+    return [args[0].reshape(squeezed(args[0].shape, axes))]
+
+
+@_folds("Concat")
+def _f_concat(imp, node, attrs, args):
+    return [np.concatenate([a for a in args if a is not None], axis=int(attrs["axis"]))]
+
+
+@_folds("Reshape")
+def _f_reshape(imp, node, attrs, args):
+    target = attrs["shape"] if imp.opset < 5 else args[1].reshape(-1)
+    return [args[0].reshape(reshape_shape(args[0].shape, target, bool(attrs.get("allowzero", 0))))]
+
+
+@_folds("Flatten")
+def _f_flatten(imp, node, attrs, args):
+    axis = flatten_axis(attrs, args[0].ndim)
+    return [args[0].reshape(math.prod(args[0].shape[:axis]), math.prod(args[0].shape[axis:]))]
+
+
+@_folds("Transpose")
+def _f_transpose(imp, node, attrs, args):
+    return [np.transpose(args[0], attrs.get("perm"))]
+
+
+@_folds("Cast")
+def _f_cast(imp, node, attrs, args):
+    dtype = NP_DTYPES.get(int(attrs["to"]))
+    if dtype is None:
+        raise imp.err(node, f"cast to {onnx.TensorProto.DataType.Name(int(attrs['to']))} is not supported")
+    return [args[0].astype(dtype)]
+
+
+@_folds("Identity", "Dropout")
+def _f_identity(imp, node, attrs, args):
+    imp.single_output(node)
+    return [args[0]]
+
+
+_NP_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": None, "Pow": np.power,
+              "Max": np.maximum, "Min": np.minimum, "Equal": np.equal, "Less": np.less, "Greater": np.greater}
+
+
+@_folds("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Equal", "Less", "Greater")
+def _f_binary(imp, node, attrs, args):
+    a, b = args[0], args[1] if len(args) > 1 else None
+    if node.op_type == "Sum":
+        out = args[0]
+        for x in args[1:]:
+            out = out + x
+        return [out]
+    if node.op_type == "Div":  # ONNX integer division truncates
+        out = (np.trunc(a / b).astype(a.dtype) if a.dtype.kind in "iu" else a / b)
+        return [np.asarray(out, dtype=a.dtype)]
+    out = _NP_BINARY[node.op_type](a, b)
+    return [np.asarray(out) if out.dtype == bool else np.asarray(out, dtype=a.dtype)]
+
+
+@_folds("Sqrt", "Neg", "Relu", "Exp", "Tanh", "Sigmoid")
+def _f_unary(imp, node, attrs, args):
+    fn = {"Sqrt": np.sqrt, "Neg": np.negative, "Relu": lambda x: np.maximum(x, 0), "Exp": np.exp,
+          "Tanh": np.tanh, "Sigmoid": lambda x: 1 / (1 + np.exp(-x))}[node.op_type]
+    return [np.asarray(fn(args[0]), dtype=args[0].dtype)]
+
+
+@_folds("Slice")
+def _f_slice(imp, node, attrs, args):
+    begin, end, step = slice_params(imp, node, attrs, args[0].shape)
+    return [args[0][tuple(slice(b, e, s) for b, e, s in zip(begin, end, step))]]
+
+
+@_folds("Range")
+def _f_range(imp, node, attrs, args):
+    start, limit, delta = (a.reshape(-1)[0] for a in args)
+    if delta == 0:
+        raise imp.err(node, "delta is 0")
+    _check_size(imp, node, (max(0, math.ceil((limit - start) / delta)),))
+    return [np.arange(start, limit, delta, dtype=args[0].dtype)]
+
+
+@_folds("Expand")
+def _f_expand(imp, node, attrs, args):
+    shape = np.broadcast_shapes(args[0].shape, tuple(int(d) for d in args[1].reshape(-1)))
+    _check_size(imp, node, shape)
+    return [np.broadcast_to(args[0], shape).copy()]
+
+
+@_folds("Where")
+def _f_where(imp, node, attrs, args):
+    return [np.where(args[0], args[1], args[2])]
