@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 # Grids (the axes one index and its guards use) are evaluated in chunks of at most GRID_CHUNK
 # points; one larger than GRID_MAX points (seconds of numpy) is left to one reference run instead.
 GRID_CHUNK = 1 << 20
+# Distinct guard chains one op's analysis follows before it stops telling them apart.
+MAX_CONTEXTS = 4096
 GRID_MAX = 1 << 26
 
 _Interval = tuple[int, int, bool, frozenset]  # lo, hi (inclusive), ends attained, axes used
@@ -58,10 +60,15 @@ class Access:
     position: int
     guards: tuple[tuple[E.Expr, bool], ...]  # (condition, must be true?) all holding at the read
     interval: tuple[int, int] | None         # sound bounds if known
+    # More guards hold than ``guards`` lists (the chain was closed by a guard that reads a tensor
+    # or by the cap on chains): only evaluating the whole computation decides this read.
+    guards_incomplete: bool = False
 
     @property
     def data_dependent(self) -> bool:
         """Whether the index or a guard reads a tensor (a gather): its range depends on data."""
+        if self.guards_incomplete:
+            return True
         exprs = [self.load.indices[self.position]] + [c for c, _ in self.guards]
         return any(isinstance(n, E.TensorLoad) for x in exprs for n in E.post_order(x))
 
@@ -202,15 +209,17 @@ def _linear(e: E.Expr) -> tuple[dict[int, tuple[E.Var, int]], int] | None:
     return memo[id(e)]
 
 
-def _refine(ranges: dict[int, tuple[int, int]], guards: tuple[tuple[E.Expr, bool], ...]
-            ) -> dict[int, tuple[int, int]] | None:
+def _refine(ranges: dict[int, tuple[int, int]], guards: tuple[tuple[E.Expr, bool], ...],
+            domain: dict[int, tuple[int, int]] | None = None) -> dict[int, tuple[int, int]] | None:
     """``ranges`` narrowed by the guards' comparisons ``coef*v + k <op> 0`` in one variable;
-    None if a guard can never hold (the read never happens)."""
+    None if a guard can never hold (the read never happens). ``domain`` (default ``ranges``) is
+    where the wrap-around check of each comparison is made: the op's whole domain."""
     out = dict(ranges)
+    domain = ranges if domain is None else domain
     for cond, positive in guards:
         for op, a, b in _conjuncts(cond, positive):
             # The comparison is on machine integers: reason on it only if neither side can wrap.
-            if _interval(a, ranges) is None or _interval(b, ranges) is None:
+            if _interval(a, domain) is None or _interval(b, domain) is None:
                 continue
             lin = _linear(E.binary("sub", a, b)) if a.dtype == b.dtype else None
             if lin is None:
@@ -257,43 +266,74 @@ def _analyse_op(op: ComputeOp) -> list[Access]:
         return []  # an empty domain reads nothing
     ranges = {id(a): (a.lo, a.lo + a.extent - 1) for a in axes}
     out: list[Access] = []
-    # Explicit stack (expressions may be deep): (node, guards holding where it is evaluated).
-    stack: list[tuple[E.Expr, tuple[tuple[E.Expr, bool], ...]]] = [(op.body, ())]
-    seen: set[tuple[int, tuple]] = set()
-    refine_cache: dict[tuple, dict[int, tuple[int, int]] | None] = {}
+    # The guards holding at a node form a chain of contexts ``(cond, positive, parent, closed)``,
+    # interned so that equal chains are one object: a node is visited once per context, and each
+    # context's narrowed ranges are derived once from its parent's. A guard that reads a tensor
+    # cannot narrow axis ranges and sends its reads to the reference check anyway, so it *closes*
+    # the chain: guards under it are not added. So does the MAX_CONTEXTS-th distinct chain. Without
+    # that, selects whose branches share an operand (``select(x > 1, x - 1, x)`` nested n deep)
+    # would be visited under 2^n chains.
+    root: tuple = ()
+    contexts: dict[tuple[int, bool, int], tuple] = {}
+    narrowed: dict[int, dict[int, tuple[int, int]] | None] = {id(root): ranges}
+    reads_data: dict[int, object] = {}
+
+    def under(ctx: tuple, cond: E.Expr, positive: bool) -> tuple:
+        if ctx and ctx[3]:
+            return ctx
+        key = (id(cond), positive, id(ctx))
+        sub = contexts.get(key)
+        if sub is None:
+            closed = bool(E.fold(cond, lambda n, kids: isinstance(n, E.TensorLoad) or any(kids),
+                                 reads_data)) or len(contexts) >= MAX_CONTEXTS
+            sub = contexts[key] = (cond, positive, ctx, closed)
+            parent = narrowed[id(ctx)]
+            narrowed[id(sub)] = (parent if closed or parent is None
+                                 else _refine(parent, ((cond, positive),), ranges))
+        return sub
+
+    # Explicit stack (expressions may be deep): (node, context of the guards holding there).
+    stack: list[tuple[E.Expr, tuple]] = [(op.body, root)]
+    seen: set[tuple[int, int]] = set()
     while stack:
-        node, guards = stack.pop()
-        key = (id(node), tuple((id(c), p) for c, p in guards))
+        node, ctx = stack.pop()
+        key = (id(node), id(ctx))
         if key in seen:
             continue
         seen.add(key)
         if isinstance(node, E.Select):
-            stack.append((node.cond, guards))
-            stack.append((node.true_value, guards + ((node.cond, True),)))
-            stack.append((node.false_value, guards + ((node.cond, False),)))
+            stack.append((node.cond, ctx))
+            stack.append((node.true_value, under(ctx, node.cond, True)))
+            stack.append((node.false_value, under(ctx, node.cond, False)))
             continue
         if isinstance(node, E.Reduce):
             if node.where is not None:
-                stack.append((node.where, guards))
-                stack.append((node.source, guards + ((node.where, True),)))
+                stack.append((node.where, ctx))
+                stack.append((node.source, under(ctx, node.where, True)))
             else:
-                stack.append((node.source, guards))
+                stack.append((node.source, ctx))
             continue
         if isinstance(node, E.TensorLoad):
-            out.extend(_check_load(op, node, guards, ranges, axes, refine_cache))
-        stack.extend((c, guards) for c in node.children())
+            out.extend(_check_load(op, node, ctx, narrowed[id(ctx)]))
+        stack.extend((c, ctx) for c in node.children())
     return out
 
 
-def _check_load(op: ComputeOp, load: E.TensorLoad, guards: tuple[tuple[E.Expr, bool], ...],
-                ranges: dict[int, tuple[int, int]], axes: list[E.IterVar],
-                refine_cache: dict[tuple, dict[int, tuple[int, int]] | None]) -> list[Access]:
-    key = tuple((id(c), p) for c, p in guards)
-    if key not in refine_cache:  # loads under the same guards share one narrowing
-        refine_cache[key] = _refine(ranges, guards) if guards else ranges
-    refined = refine_cache[key]
+def _guards_of(ctx: tuple) -> tuple[tuple[E.Expr, bool], ...]:
+    """The (condition, must be true?) pairs of a context chain, outermost first."""
+    out = []
+    while ctx:
+        cond, positive, ctx, _ = ctx
+        out.append((cond, positive))
+    return tuple(reversed(out))
+
+
+def _check_load(op: ComputeOp, load: E.TensorLoad, ctx: tuple,
+                refined: dict[int, tuple[int, int]] | None) -> list[Access]:
     if refined is None:
         return []  # the guards never hold together: this read never happens
+    guards = _guards_of(ctx) if ctx else ()
+    closed = bool(ctx) and ctx[3]
     out = []
     for pos, (idx, n) in enumerate(zip(load.indices, load.tensor.shape)):
         iv = _interval(idx, refined)
@@ -301,7 +341,7 @@ def _check_load(op: ComputeOp, load: E.TensorLoad, guards: tuple[tuple[E.Expr, b
             continue
         if iv is not None and not guards and (iv[2] or iv[1] < 0 or iv[0] >= n):
             t = load.tensor
-            used = [a for a in axes if id(a) in iv[3]]
+            used = [a for a in (*op.axes, *op.reduce_axes) if id(a) in iv[3]]
             over = ", ".join(f"{a.name} in [{a.lo}, {a.lo + a.extent})" for a in used)
             bad = iv[1] if iv[1] >= n else iv[0]  # an end outside the extent: it is read
             shown = ", ".join(str(bad) if k == pos else str(x) for k, x in enumerate(load.indices))
@@ -309,7 +349,8 @@ def _check_load(op: ComputeOp, load: E.TensorLoad, guards: tuple[tuple[E.Expr, b
                 f"compute {op.name!r} reads tensor {t.name!r} out of bounds: {t.name}[{shown}] "
                 f"(index {pos} of `{load}` is `{idx}`, which takes the values {iv[0]}..{iv[1]}"
                 f"{' for ' + over if over else ''}, but dimension {pos} of {t.name!r} is [0, {n}))")
-        out.append(Access(op, load, pos, guards, None if iv is None else (iv[0], iv[1])))
+        out.append(Access(op, load, pos, guards, None if iv is None else (iv[0], iv[1]),
+                          closed))
     return out
 
 
