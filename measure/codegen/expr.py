@@ -1,0 +1,255 @@
+"""Expression emission: each DSL expression node as LLVM instructions in its own dtype, or
+widened to i64 for index arithmetic, memoised and emitted from an explicit stack (no recursion
+depth limit). Division and modulo are in ``arith``, loads and lane-masked selects in ``memory``.
+"""
+from __future__ import annotations
+
+from compute import dtype as dt
+from compute import expr as E
+from compute import loop_ir as L
+
+from .. import intrinsics as I
+from .emitter import Emitter
+from .values import _INDEX_DTYPES, _SCALAR_TY, _Val
+
+
+class Expressions(Emitter):
+    """``value``/``wide`` and the per-node emission of arithmetic, comparisons, calls, casts."""
+
+    def value(self, e: E.Expr) -> _Val:
+        """``e`` in its own dtype (vector if it depends on the lane variable)."""
+        return self._emit(e, wide=False)
+
+    def wide(self, e: E.Expr) -> _Val:
+        """Integer ``e`` as i64 (index arithmetic in i64; other integers sign/zero-extended)."""
+        return self._emit(e, wide=True)
+
+    def _emit(self, e: E.Expr, wide: bool) -> _Val:
+        mask = self.vec.mask if self.vec else None
+        hit = self.memo.get((id(e), wide, mask))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        # Emit the operands first, children before parents, from an explicit stack: each node's
+        # own emission then finds its operands memoised, so no depth of expression recurses. The
+        # order is the one plain recursion would give, so the IR is the same.
+        stack = [(e, wide)]
+        while stack:
+            n, w = stack[-1]
+            key = (id(n), w, mask)
+            hit = self.memo.get(key)
+            if hit is not None and hit[0] is n:
+                stack.pop()
+                continue
+            pending = []
+            for c, cw in self._operands(n, w):
+                h = self.memo.get((id(c), cw, mask))
+                if h is None or h[0] is not c:
+                    pending.append((c, cw))
+            if pending:
+                stack.extend(reversed(pending))
+                continue
+            stack.pop()
+            self.memo[key] = (n, self._emit_node(n, w))
+        return self.memo[(id(e), wide, mask)][1]
+
+    def _operands(self, e: E.Expr, wide: bool) -> list[tuple[E.Expr, bool]]:
+        """What ``_emit_node(e, wide)`` will ask for, in order, as (operand, wide) pairs. Operands
+        emitted under another mask or in their own blocks (a select's arms that contain loads, a
+        load's addresses) are left to the node itself."""
+        if wide:
+            if not self._is_index(e):
+                return [(e, False)]
+            if isinstance(e, E.Cast):
+                return [(e.value, True)]
+            if isinstance(e, E.Binary):
+                return [(e.a, True), (e.b, True)]
+            return []
+        if isinstance(e, E.Binary):
+            return [(e.a, False), (e.b, False)]
+        if isinstance(e, E.Compare):
+            w = e.a.dtype in _INDEX_DTYPES and self._is_index(e.a) and self._is_index(e.b)
+            return [(e.a, w), (e.b, w)]
+        if isinstance(e, (E.Unary, E.Cast)):
+            return [(e.children()[0], False)]
+        if isinstance(e, E.Call):
+            return [(a, False) for a in e.args]
+        if isinstance(e, E.Select):
+            if self._contains_load(e.true_value) or self._contains_load(e.false_value):
+                return [(e.cond, False)]
+            return [(e.cond, False), (e.true_value, False), (e.false_value, False)]
+        return []
+
+    def _emit_node(self, e: E.Expr, wide: bool) -> _Val:
+        if wide:
+            if self._is_index(e):
+                return self._emit_index(e)
+            v = self._emit(e, wide=False)
+            if v.st != "i64":
+                op = "zext" if e.dtype in ("uint8", "bool") else "sext"
+                v = self.conv(op, v, "i64")
+            return v
+        return self._emit_value(e)
+
+    def _var(self, v: E.Var) -> _Val:
+        if self.vec is not None and v is self.vec.var:
+            n = self.vec.lanes
+            base = self.wide(self.vec.base_var)
+            iota = "<" + ", ".join(f"i64 {k}" for k in range(n)) + ">"
+            if base.ref.lstrip("-").isdigit():
+                b = int(base.ref)
+                return _Val("<" + ", ".join(f"i64 {b + k}" for k in range(n)) + ">", "i64", n)
+            return self.binop("add nuw nsw", self.splat(base, n), _Val(iota, "i64", n))
+        hit = self.env.get(id(v))
+        if hit is None:
+            raise ValueError(f"variable {v.name} is used outside the loop that defines it")
+        return _Val(hit[1], "i64")
+
+    def _emit_index(self, e: E.Expr) -> _Val:
+        if isinstance(e, E.Var):
+            return self._var(e)
+        if isinstance(e, E.Const):
+            return _Val(str(int(e.value)), "i64")
+        if isinstance(e, E.Cast):
+            return self.wide(e.value)
+        assert isinstance(e, E.Binary)
+        a, b = self.wide(e.a), self.wide(e.b)
+        if e.op == "add":
+            return self.binop("add nsw", a, b)
+        if e.op == "sub":
+            return self.binop("sub nsw", a, b)
+        if e.op == "mul":
+            return self.binop("mul nsw", a, b)
+        if e.op in ("floordiv", "floormod"):
+            return self._int_floor(e.op, a, b, e.b, signed=True)
+        if e.op in ("min", "max"):
+            return self.intr("smin" if e.op == "min" else "smax", [a, b])
+        raise ValueError(f"unsupported index operator {e.op}")
+
+    def _emit_value(self, e: E.Expr) -> _Val:
+        if isinstance(e, E.Const):
+            return self.const(e.value, e.dtype)
+        if isinstance(e, E.Var):
+            v = self._var(e)
+            st = _SCALAR_TY[e.dtype]
+            return v if st == "i64" else self.conv("trunc", v, st)
+        if isinstance(e, L.BufferLoad):
+            return self._load(e)
+        if isinstance(e, E.Binary):
+            return self._binary(e)
+        if isinstance(e, E.Compare):
+            return self._compare(e)
+        if isinstance(e, E.Unary):
+            a = self.value(e.a)
+            if e.op == "not":
+                return self.binop("xor", a, _Val("true", "i1"))
+            if dt.is_float(e.dtype):
+                r = self.ins(f"fneg {a.ty} {a.ref}")
+                return _Val(r, a.st, a.lanes)
+            return self.binop("sub", _Val("0", a.st), a)
+        if isinstance(e, E.Call):
+            return self._call(e)
+        if isinstance(e, E.Select):
+            return self._select(e)
+        if isinstance(e, E.Cast):
+            return self._cast(self.value(e.value), e.value.dtype, e.dtype)
+        raise TypeError(f"the backend cannot compile {type(e).__name__} nodes (`{e}`); "
+                        "TensorLoad and Reduce must be lowered first")
+
+    def _binary(self, e: E.Binary) -> _Val:
+        d = e.dtype
+        if e.op in ("and", "or"):
+            return self.binop(e.op, self.value(e.a), self.value(e.b))
+        a, b = self.value(e.a), self.value(e.b)
+        if dt.is_float(d):
+            re_ = " reassoc" if e is self._reduce_update else ""
+            if e.op in ("add", "sub", "mul"):
+                return self.binop(f"f{e.op}{re_} contract", a, b)
+            if e.op == "div":
+                return self.binop("fdiv", a, b)
+            if e.op in ("min", "max"):
+                # NaN-propagating like np.minimum/np.maximum; the sign of a zero result is free.
+                return self.intr("minimum" if e.op == "min" else "maximum", [a, b],
+                                 flags="nsz" + re_)
+            return self._float_floor(e.op, a, b)
+        signed = dt.is_signed(d)
+        if e.op in ("add", "sub", "mul"):
+            return self.binop(e.op, a, b)  # wraps: no nsw/nuw
+        if e.op in ("min", "max"):
+            name = ("s" if signed else "u") + e.op
+            return self.intr(name, [a, b])
+        if e.op in ("floordiv", "floormod"):
+            return self._int_floor(e.op, a, b, e.b, signed)
+        raise ValueError(f"operator {e.op} is not defined on {d}")
+
+    def _compare(self, e: E.Compare) -> _Val:
+        d = e.a.dtype
+        if d in _INDEX_DTYPES and self._is_index(e.a) and self._is_index(e.b):
+            a, b = self.wide(e.a), self.wide(e.b)
+            signed = True
+        else:
+            a, b = self.value(e.a), self.value(e.b)
+            signed = dt.is_signed(d)
+        if dt.is_float(d):
+            pred = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}[e.op]
+            return self.cmp(f"fcmp {pred}", a, b)
+        if e.op in ("eq", "ne"):
+            return self.cmp(f"icmp {e.op}", a, b)
+        pred = ("s" if signed else "u") + e.op
+        return self.cmp(f"icmp {pred}", a, b)
+
+    def _call(self, e: E.Call) -> _Val:
+        d = e.dtype
+        n = e.name
+        if n not in E.MATH_FUNCS:  # the name becomes part of a symbol: only known functions
+            raise ValueError(f"unknown math function {n!r}")
+        args = [self.value(a) for a in e.args]
+        if n == "abs":
+            if dt.is_float(d):
+                return self.intr("fabs", args)
+            if d == "uint8":
+                return args[0]
+            return self.intr("abs", args, extra=", i1 false")
+        if n in ("sqrt", "floor", "ceil", "trunc", "round"):
+            return self.intr(n, args)
+        if n == "rsqrt":
+            s = self.intr("sqrt", args)
+            return self.binop("fdiv", _Val(I.float_literal(1.0, d), s.st), s)
+        lanes = args[0].lanes
+        if len(args) == 2:
+            args = self.unify(*args)
+            lanes = args[0].lanes
+        sym = self.mod.math.call(n, d, lanes)
+        ty = args[0].ty
+        r = self.ins(f"call {ty} {sym}({', '.join(f'{ty} {a.ref}' for a in args)})")
+        return _Val(r, args[0].st, lanes)
+
+    def _cast(self, v: _Val, src: str, dst: str) -> _Val:
+        if src == dst:
+            return v
+        st = _SCALAR_TY[dst]
+        if dst == "bool":
+            if dt.is_float(src):
+                return self.cmp("fcmp une", v, _Val(I.float_literal(0.0, src), v.st))
+            return self.cmp("icmp ne", v, _Val("0", v.st))
+        if src == "bool":
+            if dt.is_float(dst):
+                return self.conv("uitofp", v, st)
+            return self.conv("zext", v, st)
+        if dt.is_float(src) and dt.is_float(dst):
+            return self.conv("fpext" if dst == "float64" else "fptrunc", v, st)
+        if dt.is_float(src):
+            # Truncate toward zero. The saturating form is never poison (nan -> 0, out of range
+            # clamps); 8-bit targets go through i32 and wrap, as numpy's astype does on x86.
+            wide_st = "i64" if dst == "int64" else "i32"
+            sfx = f"{I.intrinsic_suffix(wide_st, v.lanes)}.{I.intrinsic_suffix(v.st, v.lanes)}"
+            r = self.ins(f"call {I.vec_type(wide_st, v.lanes)} @llvm.fptosi.sat.{sfx}({v.ty} {v.ref})")
+            w = _Val(r, wide_st, v.lanes)
+            return w if wide_st == st else self.conv("trunc", w, st)
+        if dt.is_float(dst):
+            return self.conv("uitofp" if src == "uint8" else "sitofp", v, st)
+        sb, db = dt.bits(src), dt.bits(dst)
+        if sb == db:
+            return v
+        if db < sb:
+            return self.conv("trunc", v, st)
+        return self.conv("zext" if src == "uint8" else "sext", v, st)

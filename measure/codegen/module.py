@@ -1,0 +1,55 @@
+"""One LLVM module as text: target header, the thread-count global, declarations, the functions
+emitted into it, the math library's definitions, the attribute group and loop metadata."""
+from __future__ import annotations
+
+from .. import intrinsics as I
+from .. import target
+from .names import NUM_THREADS_GLOBAL
+
+
+class _Module:
+    def __init__(self, name: str):
+        self.name = name
+        self.triple = target.host_triple()
+        self.datalayout = target.data_layout()
+        self.attr_group = "#0"
+        self.attrs = (f'nounwind "target-cpu"="{target.host_cpu_name()}" '
+                      f'"target-features"="{target.host_cpu_features()}"')
+        self.math = I.MathLibrary(self.attr_group)
+        self.functions: list[str] = []
+        self.decls: dict[str, str] = {}
+        self.metadata: list[str] = []
+        self._md = 0
+        self._par = 0
+
+    def declare(self, sym: str, text: str) -> None:
+        self.decls.setdefault(sym, text)
+
+    def loop_md(self, *props: str) -> str:
+        """A distinct loop-id node carrying ``props`` (e.g. '!"llvm.loop.unroll.full"')."""
+        ids = []
+        for p in props:
+            self._md += 1
+            self.metadata.append(f"!{self._md} = !{{{p}}}")
+            ids.append(f"!{self._md}")
+        self._md += 1
+        me = f"!{self._md}"
+        self.metadata.append(f"{me} = distinct !{{{me}{''.join(', ' + i for i in ids)}}}")
+        return me
+
+    def next_parallel_id(self) -> int:
+        self._par += 1
+        return self._par
+
+    def text(self) -> str:
+        out = [f"; ModuleID = '{self.name}'",
+               f'target datalayout = "{self.datalayout}"',
+               f'target triple = "{self.triple}"', "",
+               f"@{NUM_THREADS_GLOBAL} = global i32 0, align 4", ""]
+        out += list(self.decls.values())
+        out.append("")
+        out += self.functions
+        out.append(self.math.definitions())
+        out.append(f"attributes {self.attr_group} = {{ {self.attrs} }}")
+        out += self.metadata
+        return "\n".join(out) + "\n"

@@ -1,0 +1,89 @@
+"""Parallel loops: the body outlined into an internal function of buffer pointers, loop
+variables and ``[begin, end)``, a trampoline that unpacks the closure and takes its static chunk,
+and the ``GOMP_parallel`` call (libgomp) in the caller."""
+from __future__ import annotations
+
+from compute import loop_ir as L
+
+from .emitter import Emitter
+from .names import NUM_THREADS_GLOBAL, sanitize
+
+
+class ParallelOutliner(Emitter):
+    """Outlining of a ``parallel`` loop."""
+
+    def _parallel(self, loop: L.For) -> None:
+        if self.in_parallel:
+            raise ValueError(f"nested parallel loop `{loop.var.name}`: a parallel loop may not contain "
+                             "another parallel loop")
+        mod = self.mod
+        k = mod.next_parallel_id()
+        body_sym = f"@{sanitize(mod.name)}.par{k}"
+        tramp_sym = f"@{sanitize(mod.name)}.par{k}.tramp"
+        bufs = list(self.buffers.values())
+        vars_ = list(self.env.values())
+        for sym, decl in (("GOMP_parallel", "declare void @GOMP_parallel(ptr, ptr, i32, i32) nounwind"),
+                          ("omp_get_thread_num", "declare i32 @omp_get_thread_num() nounwind"),
+                          ("omp_get_num_threads", "declare i32 @omp_get_num_threads() nounwind")):
+            mod.declare(sym, decl)
+
+        # The body: noalias pointers (distinct allocations), so the inliner turns them into
+        # scoped alias metadata and the loop inside keeps its alias information.
+        child = type(self)(mod, in_parallel=True)  # the full emitter (function._Function)
+        params = []
+        for b, _ in bufs:
+            ref = f"%b{b.uid}"
+            params.append(f"ptr noalias nocapture {ref}")
+            child.buffers[b.uid] = (b, ref)
+        for v, _ in vars_:
+            ref = f"%v{v.uid}"
+            params.append(f"i64 {ref}")
+            child.env[id(v)] = (v, ref)
+        params += ["i64 %begin", "i64 %end"]
+        child.counted_loop(loop.var, "%begin", "%end", lambda: child.stmt(loop.body), None)
+        mod.functions.append(child.finish(
+            f"define internal void {body_sym}({', '.join(params)}) {mod.attr_group} {{"))
+
+        nslots = max(len(bufs) + len(vars_), 1)
+        t = []
+        args = []
+        for i, (b, _) in enumerate(bufs):
+            t.append(f"  %s{i} = getelementptr inbounds [{nslots} x i64], ptr %clo, i64 0, i64 {i}")
+            t.append(f"  %p{i} = load ptr, ptr %s{i}, align 8")
+            args.append(f"ptr %p{i}")
+        for j, _ in enumerate(vars_):
+            i = len(bufs) + j
+            t.append(f"  %s{i} = getelementptr inbounds [{nslots} x i64], ptr %clo, i64 0, i64 {i}")
+            t.append(f"  %p{i} = load i64, ptr %s{i}, align 8")
+            args.append(f"i64 %p{i}")
+        ext = loop.extent
+        t += ["  %tid32 = call i32 @omp_get_thread_num()",
+              "  %nt32 = call i32 @omp_get_num_threads()",
+              "  %tid = sext i32 %tid32 to i64",
+              "  %nt = sext i32 %nt32 to i64",
+              f"  %ntm1 = add nsw i64 %nt, {ext - 1}",
+              "  %chunk = sdiv i64 %ntm1, %nt",  # ceil(extent / nt)
+              "  %begin = mul nsw i64 %tid, %chunk",
+              "  %end0 = add nsw i64 %begin, %chunk",
+              f"  %end = call i64 @llvm.smin.i64(i64 %end0, i64 {ext})",
+              "  %any = icmp slt i64 %begin, %end",
+              "  br i1 %any, label %run, label %done",
+              "run:",
+              f"  call void {body_sym}({', '.join(args + ['i64 %begin', 'i64 %end'])})",
+              "  br label %done",
+              "done:",
+              "  ret void",
+              "}", ""]
+        mod.functions.append(f"define internal void {tramp_sym}(ptr %clo) {mod.attr_group} {{\n"
+                             "entry:\n" + "\n".join(t))
+
+        clo = f"%clo{k}"
+        self.entry.append(f"  {clo} = alloca [{nslots} x i64], align 8")
+        for i, (b, ref) in enumerate(bufs):
+            slot = self.ins(f"getelementptr inbounds [{nslots} x i64], ptr {clo}, i64 0, i64 {i}")
+            self.do(f"store ptr {ref}, ptr {slot}, align 8")
+        for j, (v, ref) in enumerate(vars_):
+            slot = self.ins(f"getelementptr inbounds [{nslots} x i64], ptr {clo}, i64 0, i64 {len(bufs) + j}")
+            self.do(f"store i64 {ref}, ptr {slot}, align 8")
+        nt = self.ins(f"load i32, ptr @{NUM_THREADS_GLOBAL}, align 4")
+        self.do(f"call void @GOMP_parallel(ptr {tramp_sym}, ptr {clo}, i32 {nt}, i32 0)")
