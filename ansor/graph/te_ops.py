@@ -376,10 +376,12 @@ def _concat(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
     def body(*i: IterVar) -> Expr:
         v = i[ax]
+        # Innermost the last input; each earlier input j wraps it as ``v < end_j ? x_j : rest``,
+        # so input j is read only where v lies in [offsets[j], offsets[j + 1]).
         out: Expr | None = None
-        for t, off in reversed(list(zip(xs, offsets))):
+        for t, off, end in reversed(list(zip(xs, offsets, offsets[1:]))):
             val = t[tuple(v - off if d == ax else u for d, u in enumerate(i))] if off else t[i]
-            out = val if out is None else te.if_then_else(v >= off, val, out)
+            out = val if out is None else te.if_then_else(v < end, val, out)
         assert out is not None
         return out
 
