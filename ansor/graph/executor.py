@@ -281,8 +281,13 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
     views: dict[tuple[int, tuple[int, ...]], int] = {}
 
     def view(bid: int, shape: tuple[int, ...]) -> int:
-        if specs[bid][0] != "alloc":
+        kind = specs[bid][0]
+        if kind == "input" and tuple(specs[bid][1]) == shape:
             return bid
+        if kind == "const" and consts[specs[bid][1]].shape == shape:
+            return bid
+        # A flat buffer, or a kernel reading an input/constant in another shape of the same
+        # size (a depthwise weight): a row-major view.
         if (bid, shape) not in views:
             views[(bid, shape)] = len(specs)
             specs.append(("view", bid, shape))
@@ -296,7 +301,8 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
 
 def _materialise(specs: list[tuple], consts: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """The arrays of buffer ``specs``: ``("input", shape, dtype)``, ``("alloc", size, dtype)``
-    (flat), ``("const", key)`` (``consts[key]``), ``("view", buffer, shape)``."""
+    (flat), ``("const", key)`` (``consts[key]``), ``("view", buffer, shape)`` (the first elements of
+    that buffer, row-major)."""
     out: list[np.ndarray] = []
     for spec in specs:
         kind = spec[0]
@@ -307,7 +313,7 @@ def _materialise(specs: list[tuple], consts: Mapping[str, np.ndarray]) -> list[n
         elif kind == "const":
             out.append(np.require(consts[spec[1]], requirements="C"))  # keeps 0-d arrays 0-d
         else:
-            flat = out[spec[1]]
+            flat = out[spec[1]].reshape(-1)  # a view: every buffer is C-contiguous
             out.append(flat[:int(np.prod(spec[2]))].reshape(spec[2]))
     return out
 

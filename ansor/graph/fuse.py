@@ -1,24 +1,26 @@
 """Partition a ``Graph`` into fused subgraphs, the way relay's FuseOps does.
 
 Each node carries a fusion pattern (``OpDef.pattern``), ordered as relay's ``OpPattern``:
-elemwise < broadcast < injective < reduce < out_elemwise_fusable < opaque. A producer is merged
-into the group of the node that consumes it when that consumer post-dominates it (here: it is the
-producer's only consumer and the producer is not a graph output) and the patterns allow it:
+elemwise < broadcast < injective < reduce < out_elemwise_fusable < opaque. A broadcast whose
+argument already has the output's shape counts as elementwise, as in relay (per edge).
 
-* a group holding a conv/dense/matmul/pool (out_elemwise_fusable) absorbs the elementwise and
-  broadcast ops after it (bias add, residual add, relu), never a second anchor or anything
-  injective or heavier: a conv never chains another conv;
-* elementwise/broadcast ops fuse forward into an injective op or a reduction (relay's phase 0);
-* chains of injective ops fuse (phase 1);
+A node may only fuse into its immediate **post-dominator**: the nearest node every path from it
+to the graph's outputs passes through (a graph output, or a node nobody reads, has none: its value
+must be materialised). Fusing merges every node on every path between the two into the
+post-dominator's group, so no value inside a group is read from outside it and each group has
+exactly one output value, its last node. Nodes are visited in topological order, in two phases:
+
+* phase 0: a conv/dense/matmul/pool (out_elemwise_fusable) fuses into its post-dominator when
+  every op on every path, the post-dominator's group included, is at most broadcast (so a conv
+  never chains another conv and a residual add after a conv absorbs the conv);
+  elementwise/broadcast ops fuse into a post-dominator reached through at most injective or
+  reduction edges, the ops on parallel branches being at most injective;
+* phase 1: injective ops fuse when every path to the post-dominator is injective (after phase 0,
+  so a conv finishes fusing first);
 * a reduction never starts a fusion and opaque ops (softmax, layer norm, LRN) fuse nothing;
 * a group never grows beyond ``max_depth`` nodes (1 disables fusion).
 
-A broadcast whose non-constant argument already has the output's shape counts as elementwise, as
-in relay. Only single-consumer edges are merged: a value read by two nodes ends its group (relay
-would still fuse through a diamond whose every path is fusable; that case is left unfused here,
-which is correct, just a kernel more).
-
-Every group has exactly one output value: its last node. Nothing here builds code.
+Nothing here builds code.
 """
 from __future__ import annotations
 
@@ -66,16 +68,76 @@ def node_pattern_of(node: Node, graph: Graph | None) -> str:
     return pattern
 
 
-def _can_fuse(producer_pattern: str, consumer_pattern: str) -> bool:
-    """May a group of ``producer_pattern`` merge into a consumer of ``consumer_pattern``?"""
-    p, c = PATTERN_LEVEL[producer_pattern], PATTERN_LEVEL[consumer_pattern]
-    if producer_pattern == "out_elemwise_fusable":
-        return c <= PATTERN_LEVEL["broadcast"]
-    if p <= PATTERN_LEVEL["broadcast"]:
-        return c <= PATTERN_LEVEL["reduce"]
-    if producer_pattern == "injective":
-        return c <= PATTERN_LEVEL["injective"]
-    return False  # reduce never starts a fusion; opaque fuses nothing
+def _combine(a: str, b: str) -> str:
+    return a if PATTERN_LEVEL[a] >= PATTERN_LEVEL[b] else b
+
+
+class _PostDom:
+    """The post-dominator tree: per node its immediate post-dominator (``parent``, None for a
+    graph output or an unread node), its depth, and the heaviest edge pattern on the way there
+    (relay's ``DominatorTree``)."""
+
+    def __init__(self, graph: Graph, outputs: dict[str, list[tuple[str, str]]]):
+        self.parent: dict[str, str | None] = {}
+        self.depth: dict[str, int] = {}
+        self.pattern: dict[str, str] = {}
+        extern = set(graph.outputs)
+        for node in reversed(graph.nodes):
+            name = node.name
+            parent: str | None = None
+            pattern = "elemwise"
+            if name in extern or not outputs[name]:
+                pattern = "opaque"
+            else:
+                for k, (consumer, edge) in enumerate(outputs[name]):
+                    if k == 0:
+                        parent = consumer
+                    elif parent is not None:
+                        parent, pattern = self._lca(parent, consumer, pattern)
+                    pattern = _combine(pattern, edge)
+            self.parent[name] = parent
+            self.depth[name] = 1 if parent is None else self.depth[parent] + 1
+            self.pattern[name] = pattern
+
+    def _lca(self, a: str | None, b: str | None, pattern: str) -> tuple[str | None, str]:
+        """The least common ancestor of ``a`` and ``b``, with ``pattern`` widened by every node
+        climbed on the way."""
+        while a != b:
+            if a is None or b is None:
+                return None, pattern
+            if self.depth[a] < self.depth[b]:
+                pattern = _combine(pattern, self.pattern[b])
+                b = self.parent[b]
+            elif self.depth[a] > self.depth[b]:
+                pattern = _combine(pattern, self.pattern[a])
+                a = self.parent[a]
+            else:
+                pattern = _combine(_combine(pattern, self.pattern[a]), self.pattern[b])
+                a, b = self.parent[a], self.parent[b]
+        return a, pattern
+
+
+class _Groups:
+    """Union-find over node names; each root knows its members and dominant pattern."""
+
+    def __init__(self, patterns: dict[str, str]):
+        self.up: dict[str, str] = {n: n for n in patterns}
+        self.members: dict[str, list[str]] = {n: [n] for n in patterns}
+        self.pattern: dict[str, str] = dict(patterns)
+
+    def root(self, n: str) -> str:
+        while self.up[n] != n:
+            self.up[n] = self.up[self.up[n]]
+            n = self.up[n]
+        return n
+
+    def merge(self, child: str, parent: str) -> None:
+        c, p = self.root(child), self.root(parent)
+        if c == p:
+            return
+        self.up[c] = p
+        self.members[p] += self.members.pop(c)
+        self.pattern[p] = _combine(self.pattern.pop(c), self.pattern[p])
 
 
 def fuse(graph: Graph, max_depth: int = DEFAULT_MAX_DEPTH) -> list[FusedGroup]:
@@ -83,43 +145,81 @@ def fuse(graph: Graph, max_depth: int = DEFAULT_MAX_DEPTH) -> list[FusedGroup]:
     outputs it reads. ``max_depth`` caps the nodes per group (1: every node alone)."""
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
         raise GraphError(f"fuse: max_depth must be a positive integer, got {max_depth!r}")
-    consumers = graph.consumers()
-    outputs = set(graph.outputs)
-    patterns = {n.name: node_pattern_of(n, graph) for n in graph.nodes}
-    # group id of each node; a group is a list of node names and its dominant pattern.
-    group_of: dict[str, int] = {}
-    members: dict[int, list[str]] = {}
-    gpattern: dict[int, str] = {}
     by_name = {n.name: n for n in graph.nodes}
-    for idx, node in enumerate(graph.nodes):
-        gid = idx
-        group_of[node.name] = gid
-        members[gid] = [node.name]
-        gpattern[gid] = patterns[node.name]
-        for value in dict.fromkeys(node.inputs):  # each distinct input once, in order
-            if value not in by_name or value in outputs or len(set(map(id, consumers[value]))) != 1:
+    patterns = {n.name: node_pattern_of(n, graph) for n in graph.nodes}
+    # Forward edges node -> distinct consumer nodes, each with the consumer's pattern as seen
+    # from this argument (broadcast of a same-shaped argument is elementwise).
+    outputs: dict[str, list[tuple[str, str]]] = {n.name: [] for n in graph.nodes}
+    for node in graph.nodes:
+        for value in dict.fromkeys(node.inputs):
+            if value in by_name:
+                edge = OPS[node.op].pattern
+                if edge == "broadcast" and graph.type_of(value).shape == node.type.shape:
+                    edge = "elemwise"
+                outputs[value].append((node.name, edge))
+    pdom = _PostDom(graph, outputs)
+    groups = _Groups(patterns)
+
+    def path_nodes(src: str, sink: str) -> list[str] | None:
+        """Every node strictly between ``src`` and ``sink`` on a path, or None when a path leaves
+        the graph without reaching ``sink`` (cannot happen for a post-dominator; checked)."""
+        seen: dict[str, None] = {}
+        stack = [c for c, _ in outputs[src]]
+        while stack:
+            n = stack.pop()
+            if n == sink or n in seen:
                 continue
-            src = group_of[value]
-            if src == gid or members[src][-1] != value:
+            if not outputs[n]:
+                return None
+            seen[n] = None
+            stack.extend(c for c, _ in outputs[n])
+        return list(seen)
+
+    def check(between: list[str], sink: str, ok_inner, ok_sink) -> bool:
+        return (all(ok_inner(groups.pattern[groups.root(n)]) for n in between)
+                and ok_sink(groups.pattern[groups.root(sink)]))
+
+    def lvl(p: str) -> int:
+        return PATTERN_LEVEL[p]
+
+    for phase in (0, 1):
+        for node in graph.nodes:
+            name = node.name
+            root = groups.root(name)
+            gp = groups.pattern[root]
+            sink = pdom.parent[name]
+            if gp == "opaque" or sink is None or groups.root(sink) == root:
                 continue
-            if not _can_fuse(gpattern[src], patterns[node.name]):
+            edge = pdom.pattern[name]
+            if gp == "out_elemwise_fusable":
+                if phase != 0 or lvl(edge) > lvl("elemwise"):
+                    continue
+                inner = outer = lambda p: lvl(p) <= lvl("broadcast")
+            elif lvl(gp) <= lvl("broadcast"):
+                if phase != 0 or not (lvl(edge) <= lvl("injective") or edge == "reduce"):
+                    continue
+                inner = lambda p: lvl(p) <= lvl("injective")
+                outer = lambda p: p != "opaque"
+            elif gp == "injective":
+                if phase != 1:
+                    continue
+                inner = outer = lambda p: lvl(p) <= lvl("injective")
+            else:
+                continue  # a reduction never starts a fusion
+            between = path_nodes(name, sink)
+            if between is None or not check(between, sink, inner, outer):
                 continue
-            # One anchor per group: a consumer already holding a conv takes no second one.
-            if (gpattern[src] == "out_elemwise_fusable"
-                    and gpattern[gid] == "out_elemwise_fusable"):
+            roots = dict.fromkeys(groups.root(n) for n in [name, *between, sink])
+            if sum(len(groups.members[r]) for r in roots) > max_depth:
                 continue
-            if len(members[src]) + len(members[gid]) > max_depth:
-                continue
-            for name in members[src]:
-                group_of[name] = gid
-            members[gid] = members.pop(src) + members[gid]
-            gpattern[gid] = max(gpattern.pop(src), gpattern[gid], key=PATTERN_LEVEL.__getitem__)
+            for n in [name, *between]:
+                groups.merge(n, sink)
     order = {n.name: i for i, n in enumerate(graph.nodes)}
-    groups = []
-    for gid in sorted(members, key=lambda g: order[members[g][-1]]):
-        names = sorted(members[gid], key=order.__getitem__)
+    result = []
+    for members in sorted(groups.members.values(), key=lambda m: max(map(order.__getitem__, m))):
+        names = sorted(members, key=order.__getitem__)
         nodes = tuple(by_name[n] for n in names)
         inside = set(names)
         inputs = tuple(dict.fromkeys(i for n in nodes for i in n.inputs if i not in inside))
-        groups.append(FusedGroup(nodes, inputs, gpattern[gid]))
-    return groups
+        result.append(FusedGroup(nodes, inputs, max((patterns[n] for n in names), key=PATTERN_LEVEL.__getitem__)))
+    return result

@@ -2,7 +2,7 @@
 
 ``lower_group(group, graph)`` builds one ``te`` computation per node of a ``FusedGroup`` over
 placeholders for the group's inputs. Where the operator library (``compute.ops``) has the op with
-the IR's exact semantics it is used (conv2d NHWC, depthwise conv, dense, transpose, reshape, pad);
+the IR's exact semantics it is used (conv2d NHWC, depthwise conv2d NHWC, dense, transpose, reshape, pad);
 the rest is written here (broadcast arithmetic with the IR's numpy rules, softmax and layer norm
 over any axis, pools with ceil mode and ``count_include_pad=False``, LRN, concat, slice, ...).
 
@@ -32,7 +32,8 @@ from .ir import Graph, GraphError, Node, display_name
 @dataclass
 class LoweredGroup:
     """A fused group as tensors: ``placeholders`` (bound to ``inputs``: a value name or a derived
-    numpy array each) and the ``output`` tensor."""
+    numpy array each) and the ``output`` tensor. A placeholder may read its value in another
+    shape of the same size, row-major (a depthwise conv's weight)."""
 
     placeholders: list[Tensor]
     inputs: list[str | np.ndarray]
@@ -49,6 +50,9 @@ class _Ctx:
         self.placeholders: list[Tensor] = []
         self.inputs: list[str | np.ndarray] = []
         self.count = 0
+        # ids of the placeholders exactly one node of the group reads (a lowering may then
+        # replace such a placeholder by one of another shape over the same buffer)
+        self.read_once: set[int] = set()
 
     def name(self, op: str) -> str:
         self.count += 1
@@ -135,6 +139,18 @@ def _clip_expr(v: Expr, lo: float, hi: float) -> Expr:
 def _conv2d(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
     data, weight = xs
     a = node.attrs
+    kh, kw, ci_per_group, co = weight.shape
+    if (a["groups"] > 1 and a["groups"] == data.shape[3] and ci_per_group == 1
+            and id(weight) in ctx.read_once):
+        # Depthwise (MobileNet): the library's depthwise op, the formulation its tuned kernels
+        # use. Output channel c*M + m reads input channel c in both ops, so the HWIO weight
+        # [KH, KW, 1, C*M] is the depthwise kernel [KH, KW, C, M] read row-major: the placeholder
+        # takes that shape over the same buffer (kernel arguments are contiguous buffers).
+        k = [id(p) for p in ctx.placeholders].index(id(weight))
+        dw = te.placeholder((kh, kw, data.shape[3], co // data.shape[3]), weight.dtype, weight.name)
+        ctx.placeholders[k] = dw
+        return ops.depthwise_conv2d_nhwc(data, dw, a["strides"], a["padding"], a["dilation"],
+                                         name=ctx.name("depthwise_conv2d"))
     return ops.conv2d_nhwc(data, weight, a["strides"], a["padding"], a["dilation"], a["groups"],
                            name=ctx.name("conv2d"))
 
@@ -376,10 +392,12 @@ def _concat(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
     def body(*i: IterVar) -> Expr:
         v = i[ax]
+        # Innermost the last input; each earlier input j wraps it as ``v < end_j ? x_j : rest``,
+        # so input j is read only where v lies in [offsets[j], offsets[j + 1]).
         out: Expr | None = None
-        for t, off in reversed(list(zip(xs, offsets))):
+        for t, off, end in reversed(list(zip(xs, offsets, offsets[1:]))):
             val = t[tuple(v - off if d == ax else u for d, u in enumerate(i))] if off else t[i]
-            out = val if out is None else te.if_then_else(v >= off, val, out)
+            out = val if out is None else te.if_then_else(v < end, val, out)
         assert out is not None
         return out
 
@@ -396,6 +414,8 @@ def lower_group(group: FusedGroup, graph: Graph) -> LoweredGroup:
         ctx.placeholders.append(ph)
         ctx.inputs.append(value)
         env[value] = ph
+    reads = [i for n in group.nodes for i in n.inputs]
+    ctx.read_once = {id(env[v]) for v in group.inputs if reads.count(v) == 1}
     for node in group.nodes:
         fn = LOWER.get(node.op)
         if fn is None:

@@ -78,6 +78,12 @@ def test_only_reductions_are_tasks_unless_asked():
     ("resnet-50", {"image_size": 64}, 27, 56),
     ("mobilenet-v2", {"image_size": 64}, 32, 54),
     ("bert-base-layer", {"seq_len": 16}, 8, 11),
+    # Default sizes (224x224, sequence 128). Post-dominator fusion gives the same counts as
+    # single-reader fusion here: these networks have no diamond whose every path is fusable.
+    ("resnet-18", {}, 18, 23),
+    ("resnet-50", {}, 27, 56),
+    ("mobilenet-v2", {}, 32, 54),
+    ("bert-base-layer", {}, 8, 11),
 ])
 def test_zoo_task_counts(name, kwargs, n_tasks, total):
     tasks, weights = extract_tasks(ansor.networks.get(name, **kwargs))
