@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Generic, Iterable, Sequence, TypeVar
 
 from compute.compute_dag import ComputeDAG
 from compute.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
@@ -26,6 +26,29 @@ if TYPE_CHECKING:
     from .transform_steps import Step
 
 ANNOTATIONS = ("none", "parallel", "vectorize", "unroll")
+
+T = TypeVar("T")
+
+
+class Memo(Generic[T]):
+    """A declared slot for a value derived from a State (its features, whether it lowers, ...).
+
+    States are immutable, so anything computed from one stays true of it; ``State.memo`` stores
+    such values on the state so they are computed once. The module that computes a value declares
+    its slot (a module-level ``Memo``) and is the only one holding it: slots are keyed by object,
+    not by name, so no two modules can meet in the same entry and no module writes into a state.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name  # for debugging only
+
+    def __repr__(self) -> str:
+        return f"Memo({self.name!r})"
+
+
+_MISSING = object()
 
 
 class InvalidStepError(ValueError):
@@ -143,11 +166,25 @@ class State:
     dag: ComputeDAG
     stages: tuple[Stage, ...]
     steps: tuple["Step", ...] = ()
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    # Values derived from this (immutable) state, by slot; read and filled only through memo().
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @staticmethod
     def initial(dag: ComputeDAG) -> "State":
         return State(dag, tuple(stage_for_op(op, op) for op in dag.ops))
+
+    # ---- derived values ------------------------------------------------------------------------
+    def memo(self, slot: Memo[T], compute: Callable[["State"], T]) -> T:
+        """The value of ``slot`` for this state: ``compute(self)`` the first time, then remembered
+        (``compute`` must depend on the state alone; if it raises, nothing is remembered)."""
+        got = self._memo.get(slot, _MISSING)
+        if got is _MISSING:
+            got = self._memo[slot] = compute(self)
+        return got  # type: ignore[return-value]
+
+    def memoized(self, slot: Memo[T]) -> T | None:
+        """The value of ``slot`` if it was computed already, else None (never computes it)."""
+        return self._memo.get(slot)
 
     # ---- lookup --------------------------------------------------------------------------------
     def stage_index(self, stage: "int | str | Tensor | Operation | Stage") -> int:
@@ -185,34 +222,33 @@ class State:
     def consumers(self, stage_id: int) -> list[int]:
         """Indices of the stages that read the given stage's output (after inlining is resolved
         by lowering, these are the direct readers in the state's operation bodies)."""
-        key = ("consumers",)
-        table = self._cache.get(key)
-        if table is None:
-            from compute import expr as E
+        return list(self.memo(_CONSUMERS, State._consumer_table)[stage_id])
 
-            producer_of = self.producer_map()
-            table = {k: [] for k in range(len(self.stages))}
-            for k, s in enumerate(self.stages):
-                if isinstance(s.op, ComputeOp):
-                    seen = set()
-                    for n in E.post_order(s.op.body):
-                        if isinstance(n, E.TensorLoad):
-                            p = producer_of.get(id(n.tensor))
-                            if p is not None and p not in seen:
-                                seen.add(p)
-                                table[p].append(k)
-            self._cache[key] = table
-        return list(table[stage_id])
+    def _consumer_table(self) -> dict[int, list[int]]:
+        from compute import expr as E
+
+        producer_of = self.producer_map()
+        table: dict[int, list[int]] = {k: [] for k in range(len(self.stages))}
+        for k, s in enumerate(self.stages):
+            if isinstance(s.op, ComputeOp):
+                seen = set()
+                for n in E.post_order(s.op.body):
+                    if isinstance(n, E.TensorLoad):
+                        p = producer_of.get(id(n.tensor))
+                        if p is not None and p not in seen:
+                            seen.add(p)
+                            table[p].append(k)
+        return table
 
     def producer_map(self) -> dict[int, int]:
         """id(tensor) -> index of the stage producing it (ops a stage replaced count as its own)."""
-        table = self._cache.get("producers")
-        if table is None:
-            table = {}
-            for k, s in enumerate(self.stages):
-                for o in s.produced_ops:
-                    table.setdefault(id(o.output), k)
-            self._cache["producers"] = table
+        return self.memo(_PRODUCERS, State._producer_table)
+
+    def _producer_table(self) -> dict[int, int]:
+        table: dict[int, int] = {}
+        for k, s in enumerate(self.stages):
+            for o in s.produced_ops:
+                table.setdefault(id(o.output), k)
         return table
 
     def effective_consumers(self, stage_id: int) -> list[int]:
@@ -347,10 +383,10 @@ class State:
         operations alone (producers, consumers) hold for it too. Sharing them spares each
         compute_at / inline step a walk of every stage's body to rebuild the consumer table,
         which made replaying a state quadratic in its stage count."""
-        for key in _OP_TABLES:
-            table = self._cache.get(key)
+        for slot in _OP_TABLES:
+            table = self._memo.get(slot)
             if table is not None:
-                child._cache[key] = table
+                child._memo[slot] = table
 
     # ---- display ---------------------------------------------------------------------------------
     def __str__(self) -> str:
@@ -363,18 +399,20 @@ class State:
 
     def canonical_key(self) -> str:
         """A string that identifies the schedule (used to deduplicate candidates)."""
-        k = self._cache.get("key")
-        if k is None:
-            from .transform_steps import steps_to_json
-            import json
+        return self.memo(_KEY, State._key)
 
-            k = json.dumps(steps_to_json(self.steps), separators=(",", ":"))
-            self._cache["key"] = k
-        return k
+    def _key(self) -> str:
+        from .transform_steps import steps_to_json
+        import json
+
+        return json.dumps(steps_to_json(self.steps), separators=(",", ":"))
 
 
-# Cache keys of the tables that depend only on each stage's operations (see _same_ops).
-_OP_TABLES = (("consumers",), "producers")
+_CONSUMERS: Memo[dict[int, list[int]]] = Memo("consumers")
+_PRODUCERS: Memo[dict[int, int]] = Memo("producers")
+_KEY: Memo[str] = Memo("canonical_key")
+# The tables that depend only on each stage's operations (see _same_ops).
+_OP_TABLES = (_CONSUMERS, _PRODUCERS)
 
 
 def _same_ops(a: Stage, b: Stage) -> bool:

@@ -536,11 +536,3 @@ def step_from_json(rec: list) -> Step:
         if not ok:
             raise ValueError(f"step record {rec!r}: field {f} has a bad value {v!r}")
     return cls(*vals)
-
-
-def replay(dag, steps) -> State:
-    """Apply ``steps`` to the initial state of ``dag``; deterministic."""
-    state = State.initial(dag)
-    for s in steps:
-        state = s.apply(state)
-    return state
