@@ -11,7 +11,8 @@ from compute import compute_dag as _cd
 from compute import loop_ir as L
 from sketch.loop_state import State
 from sketch.lower import lower
-from sketch.transform_steps import Step, replay
+from sketch.replay import replay
+from sketch.transform_steps import Step
 
 
 class ComputeDAG(_cd.ComputeDAG):

@@ -33,6 +33,7 @@ import numpy as np
 from compute import dtype as dt
 from compute import expr as E
 from compute.tensor import ComputeOp
+from sketch.loop_state import Memo
 
 logger = logging.getLogger("ansor.features")
 
@@ -593,13 +594,17 @@ def _statement_row(state: Any, k: int, info: _StageInfo, nest: _Nest, nests: dic
     return row
 
 
+_PARAMS: Memo[set[int]] = Memo("features.params")  # stages that write kernel arguments
+FEATURES: Memo[np.ndarray] = Memo("features")  # state_features
+
+
 def _param_stage_ids(state: Any) -> set[int]:
-    got = state._cache.get("features.params")
-    if got is None:
-        outs = {id(t.op) for t in state.dag.tensors}
-        got = {k for k, s in enumerate(state.stages) if any(id(o) in outs for o in s.produced_ops)}
-        state._cache["features.params"] = got
-    return got
+    return state.memo(_PARAMS, _param_stage_ids_of)
+
+
+def _param_stage_ids_of(state: Any) -> set[int]:
+    outs = {id(t.op) for t in state.dag.tensors}
+    return {k for k, s in enumerate(state.stages) if any(id(o) in outs for o in s.produced_ops)}
 
 
 def _state_rows(state: Any) -> np.ndarray:
@@ -621,11 +626,7 @@ def _state_rows(state: Any) -> np.ndarray:
 
 def state_features(state: Any) -> np.ndarray:
     """The (statements x NUM_FEATURES) matrix of one state, cached on the state."""
-    got = state._cache.get("features")
-    if got is None:
-        got = _state_rows(state)
-        state._cache["features"] = got
-    return got
+    return state.memo(FEATURES, _state_rows)
 
 
 def get_per_store_features(states: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -639,7 +640,7 @@ def get_per_store_features(states: Sequence[Any]) -> tuple[np.ndarray, np.ndarra
             m = state_features(s)
         except (ValueError, KeyError, IndexError, ZeroDivisionError) as e:
             logger.debug("no features for a state: %s", e)
-            s._cache["features"] = m = np.zeros((0, NUM_FEATURES))
+            m = s.memo(FEATURES, lambda _: np.zeros((0, NUM_FEATURES)))
         mats.append(m)
         group[i] = m.shape[0]
     rows = np.concatenate(mats) if mats else np.zeros((0, NUM_FEATURES))

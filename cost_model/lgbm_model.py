@@ -316,7 +316,7 @@ def samples_from_file(path: str | os.PathLike, workload_keys: Iterable[str] | No
     from compute.compute_dag import ComputeDAG
     from compute.workload_registry import make_workload
     from measure.record import LineWarner, iter_lines
-    from sketch.init_population import replay_steps
+    from sketch.replay import replay
 
     wanted = None if workload_keys is None else set(workload_keys)
     path = os.fspath(path)
@@ -340,7 +340,7 @@ def samples_from_file(path: str | os.PathLike, workload_keys: Iterable[str] | No
             warner(line.lineno, dag)
             continue
         try:
-            state = replay_steps(dag, line.steps)
+            state = replay(dag, line.steps, verbatim=False)
         except Exception as e:  # noqa: BLE001 - steps from a file may fail in any way
             warner(line.lineno, f"its steps do not replay: {type(e).__name__}: {str(e)[:200]}")
             continue

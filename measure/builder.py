@@ -81,7 +81,8 @@ def build_job(workload_key: str, dag_json: dict, steps_json: list,
     """Replay, lower and compile one candidate: ``(compiled or None, error_no, error_msg)``.
     Runs in a builder worker; every exception becomes an error code."""
     from sketch.loop_state import InvalidStepError  # noqa: PLC0415
-    from sketch.transform_steps import replay, step_from_json  # noqa: PLC0415
+    from sketch.replay import replay  # noqa: PLC0415
+    from sketch.transform_steps import step_from_json  # noqa: PLC0415
 
     try:
         fn = resolve_build_func(build_func)

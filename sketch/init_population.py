@@ -24,14 +24,15 @@ import logging
 import random
 import weakref
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from compute import expr as E
 from compute.compute_dag import ComputeDAG
 from compute.tensor import ComputeOp
 
-from .loop_state import InvalidStepError, SplitRel, Stage, State
+from .loop_state import InvalidStepError, Memo, SplitRel, Stage, State
 from .lower import lower
+from .replay import carry_trace, replay
 from .transform_steps import AnnotationStep, FuseStep, PragmaStep, SplitStep, Step
 
 if TYPE_CHECKING:
@@ -50,96 +51,30 @@ def _default_params(params: "SearchParams | None") -> "SearchParams":
     return SearchParams()
 
 
-# ---- replay --------------------------------------------------------------------------------------
-
-# Every state this module builds carries, in its cache under TRACE, the states just before each of
-# its splits (step index -> state). A mutation edits one split (or a later step) and keeps every
-# step before it, so the child is replayed from the parent's state before that split instead of
-# from scratch: cache_write, inlining and the earlier splits are not redone. States are immutable
-# and share their stages, so a trace costs little and goes away with the population.
-TRACE = "search.trace"
-
-
-def _run(state: State, steps: Sequence[Step], start: int, trace: dict[int, State],
-         choose: "Callable[[int, SplitStep], tuple[int, ...]] | None" = None) -> State:
-    """Apply ``steps[start:]`` to ``state`` (which holds ``steps[:start]``), recording the trace.
-
-    Every SplitStep's recorded ``extent`` is set to the extent the split really sees: a change
-    upstream (an rfactor split's lengths decide the factored stage's extents) can alter it, and
-    the canonical key and the next mutation must see the true value. ``choose(extent, step)``
-    gives the lengths of placeholder splits (tile-size filling)."""
-    for i in range(start, len(steps)):
-        step = steps[i]
-        if isinstance(step, SplitStep):
-            trace[i] = state
-            ext = _leaf_extent(state, step.stage_id, step.iter_id)
-            lengths = choose(ext, step) if choose is not None and is_placeholder_split(step) \
-                else step.lengths
-            if ext != step.extent or lengths != step.lengths:
-                step = SplitStep(step.stage_id, step.iter_id, ext, lengths, step.inner_to_outer)
-        state = step.apply(state)
-    state._cache[TRACE] = trace
-    return state
-
-
-def replay_steps(dag: ComputeDAG, steps: Iterable[Step], base: State | None = None) -> State:
-    """Apply ``steps`` to ``base`` (default: the DAG's initial state); raises InvalidStepError.
-
-    Unlike ``transform_steps.replay`` it keeps split extents true (see ``_run``) and records the
-    trace that lets mutations of the result replay only what they change."""
-    steps = tuple(steps)
-    if base is None:
-        return _run(State.initial(dag), steps, 0, {})
-    return _run(base, base.steps + steps, len(base.steps), dict(base._cache.get(TRACE, {})))
-
-
-def replay_edited(parent: State, index: int, steps: Sequence[Step]) -> State:
-    """Replay ``steps``, whose first ``index`` steps are ``parent``'s, starting from the parent's
-    recorded state before its last split at or before ``index`` (from scratch without one)."""
-    steps = tuple(steps)
-    trace = parent._cache.get(TRACE) or {}
-    at = max((j for j in trace if j <= index), default=None)
-    if at is None:
-        return _run(State.initial(parent.dag), steps, 0, {})
-    return _run(trace[at], steps, at, {j: s for j, s in trace.items() if j <= at})
-
-
-def carry_trace(src: State, dst: State) -> State:
-    """``dst`` extends ``src`` by more steps: ``src``'s trace is valid for it too."""
-    trace = src._cache.get(TRACE)
-    if trace is not None and dst is not src:
-        dst._cache[TRACE] = trace
-    return dst
-
-
-def _leaf_extent(state: State, sid: int, pos: int) -> int:
-    if not 0 <= sid < len(state.stages):
-        raise InvalidStepError(f"stage index {sid} out of range")
-    st = state.stages[sid]
-    if not 0 <= pos < len(st.leaves):
-        raise InvalidStepError(f"stage {st.name} has no loop at position {pos}")
-    return st.iters[st.leaves[pos]].extent
-
-
 # ---- validity -----------------------------------------------------------------------------------
 
 def structure_key(state: State) -> tuple:
     """The state's steps with split lengths and pragma values left out: states with equal keys
     have the same stages, loops, attachments and annotations, only different numbers."""
-    key = state._cache.get("search.structure")
-    if key is None:
-        parts: list[Any] = []
-        for s in state.steps:
-            if isinstance(s, SplitStep):
-                parts.append(("SP", s.stage_id, s.iter_id, len(s.lengths), s.inner_to_outer))
-            elif isinstance(s, PragmaStep):
-                parts.append(("PR", s.stage_id, s.iter_id, s.pragma_type.split("$", 1)[0]))
-            else:
-                parts.append(s)  # frozen dataclass: hashable, compares by value
-        key = tuple(parts)
-        state._cache["search.structure"] = key
-    return key
+    return state.memo(_STRUCTURE, _structure_key)
 
+
+def _structure_key(state: State) -> tuple:
+    parts: list[Any] = []
+    for s in state.steps:
+        if isinstance(s, SplitStep):
+            parts.append(("SP", s.stage_id, s.iter_id, len(s.lengths), s.inner_to_outer))
+        elif isinstance(s, PragmaStep):
+            parts.append(("PR", s.stage_id, s.iter_id, s.pragma_type.split("$", 1)[0]))
+        else:
+            parts.append(s)  # frozen dataclass: hashable, compares by value
+    return tuple(parts)
+
+
+_STRUCTURE: Memo[tuple] = Memo("search.structure")  # structure_key
+_LOWERS: Memo[bool] = Memo("search.lowers")  # lowers
+# Of a sketch: the state of its steps before the first split (the same for every sample).
+_BEFORE_FIRST_SPLIT: Memo[State] = Memo("search.before_first_split")
 
 # Per DAG (weakly held, so a finished task's table goes with its DAG): structure key -> lowers?
 _STRUCTURE_LOWERS: "weakref.WeakKeyDictionary[ComputeDAG, dict[tuple, bool]]" = \
@@ -164,11 +99,7 @@ def _try_lower(state: State) -> bool:
 
 def lowers(state: State) -> bool:
     """Does ``state`` lower? Checked for real (once per state object)."""
-    ok = state._cache.get("search.lowers")
-    if ok is None:
-        ok = _try_lower(state)
-        state._cache["search.lowers"] = ok
-    return ok
+    return state.memo(_LOWERS, _try_lower)
 
 
 def lowers_cached(state: State) -> bool:
@@ -178,7 +109,7 @@ def lowers_cached(state: State) -> bool:
     of its readers runs outside the loop, ...), never because of a split length; the returned
     candidates are still checked with ``lowers`` in case some length ever matters.
     """
-    ok = state._cache.get("search.lowers")
+    ok = state.memoized(_LOWERS)
     if ok is not None:
         return ok
     table = _STRUCTURE_LOWERS.get(state.dag)
@@ -267,14 +198,14 @@ def fill_tile_sizes(state: State, rng: random.Random, params: "SearchParams | No
     cap = params.max_innermost_split_factor
     first = next(i for i, s in enumerate(steps) if isinstance(s, SplitStep))
     # Everything before the first split is the same for every sample of this sketch.
-    cur = state._cache.get(("search.before_split", first))
-    if cur is None:
-        cur = state._cache[("search.before_split", first)] = replay_steps(state.dag, steps[:first])
+    cur = state.memo(_BEFORE_FIRST_SPLIT, lambda s: replay(s.dag, s.steps[:first], verbatim=False))
 
     def choose(extent: int, step: SplitStep) -> tuple[int, ...]:
+        if not is_placeholder_split(step):
+            return step.lengths
         return sample_split_lengths(extent, len(step.lengths), step.inner_to_outer, cap, rng)
 
-    return _run(cur, steps, first, {}, choose)
+    return replay(state.dag, steps[first:], verbatim=False, base=cur, split_lengths=choose)
 
 
 # ---- 2. compute location ------------------------------------------------------------------------

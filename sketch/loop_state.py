@@ -15,125 +15,50 @@ exactly as records store them; the building API also accepts Iterator objects an
 """
 from __future__ import annotations
 
+import json
 import operator
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Generic, Iterable, Sequence, TypeVar
 
+from compute import expr as E
 from compute.compute_dag import ComputeDAG
-from compute.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from compute.tensor import ComputeOp, Operation, Tensor
 
-if TYPE_CHECKING:
-    from .transform_steps import Step
+from .lower import state_str
+# The stage types are defined in .stage (below the steps and the lowering, which need them but
+# not this module); they are re-exported here, where users and other packages import them.
+from .stage import (ANNOTATIONS, FuseRel, InvalidStepError, Iterator, SplitRel, Stage,
+                    iterator_extents, iterator_values, replace_stage, stage_for_op)
+from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
+                              ComputeInlineStep, ComputeRootStep, FollowFusedSplitStep,
+                              FollowSplitStep, FuseStep, PragmaStep, ReorderStep, RfactorStep,
+                              SplitStep, Step, steps_to_json)
 
-ANNOTATIONS = ("none", "parallel", "vectorize", "unroll")
+__all__ = ["ANNOTATIONS", "FuseRel", "InvalidStepError", "Iterator", "Memo", "SplitRel", "Stage",
+           "State", "iterator_extents", "iterator_values", "replace_stage", "stage_for_op"]
 
-
-class InvalidStepError(ValueError):
-    """A transform step that does not apply to the state (the search discards such candidates)."""
-
-
-@dataclass(frozen=True)
-class Iterator:
-    """A loop of a stage. ``extent`` is the static extent with the stage computed at root."""
-
-    name: str
-    extent: int
-    kind: str  # "spatial" | "reduce"
-    annotation: str = "none"
-
-    def __str__(self) -> str:
-        ann = "" if self.annotation == "none" else f" @{self.annotation}"
-        return f"{self.name}({self.extent}){ann}"
+T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class SplitRel:
-    parent: int
-    children: tuple[int, ...]
-    lengths: tuple[int, ...]  # the given lengths (inner parts if inner_to_outer, else outer parts)
-    inner_to_outer: bool
+class Memo(Generic[T]):
+    """A declared slot for a value derived from a State (its features, whether it lowers, ...).
+
+    States are immutable, so anything computed from one stays true of it; ``State.memo`` stores
+    such values on the state so they are computed once. The module that computes a value declares
+    its slot (a module-level ``Memo``) and is the only one holding it: slots are keyed by object,
+    not by name, so no two modules can meet in the same entry and no module writes into a state.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name  # for debugging only
+
+    def __repr__(self) -> str:
+        return f"Memo({self.name!r})"
 
 
-@dataclass(frozen=True)
-class FuseRel:
-    parents: tuple[int, ...]
-    child: int
-
-
-@dataclass(frozen=True)
-class Stage:
-    op: Operation
-    origin: Operation | None  # the DAG operation whose values this stage produces, if any
-    iters: tuple[Iterator, ...]  # every iterator ever created; index = persistent id
-    leaves: tuple[int, ...]  # current loops, outermost first (persistent ids)
-    n_root: int  # iters[:n_root] are the op's axes then its reduce axes
-    relations: tuple[SplitRel | FuseRel, ...] = ()
-    compute_at: str = "root"  # "root" | "inline" | "iter"
-    # Operations this stage's op replaced (cache_write, cache_read, rfactor rebuild ops); readers
-    # written against any of them read this stage.
-    aliases: tuple[Operation, ...] = ()
-    attach: tuple[int, int] | None = None  # (target stage index, target persistent iterator id)
-    auto_unroll_max_step: int = 0
-
-    @property
-    def name(self) -> str:
-        return self.op.name
-
-    @property
-    def produced_ops(self) -> tuple[Operation, ...]:
-        extra = () if self.origin is None else (self.origin,)
-        return (self.op,) + self.aliases + extra
-
-    def replaced_by(self, op: Operation) -> "Stage":
-        """A fresh stage computing ``op`` in place of this one (same origin, remembers aliases)."""
-        fresh = stage_for_op(op, self.origin)
-        return replace(fresh, aliases=self.aliases + (self.op,), compute_at=self.compute_at,
-                       attach=self.attach, auto_unroll_max_step=self.auto_unroll_max_step)
-
-    @property
-    def leaf_iters(self) -> list[Iterator]:
-        return [self.iters[i] for i in self.leaves]
-
-    @property
-    def is_placeholder(self) -> bool:
-        return isinstance(self.op, PlaceholderOp)
-
-    def position(self, it: "int | str | Iterator") -> int:
-        """Position in the current loop order of an iterator given by position, name or object."""
-        if isinstance(it, bool):
-            raise InvalidStepError(f"stage {self.name}: bad iterator {it!r}")
-        if isinstance(it, int):
-            if not 0 <= it < len(self.leaves):
-                raise InvalidStepError(
-                    f"stage {self.name} has {len(self.leaves)} loop(s); iterator position {it} does "
-                    "not exist (was it split or fused away?)"
-                )
-            return it
-        if isinstance(it, Iterator):
-            matches = [p for p, i in enumerate(self.leaves) if self.iters[i] is it]
-            if not matches:
-                raise InvalidStepError(
-                    f"iterator {it.name} is not a loop of stage {self.name} any more (it was split or "
-                    f"fused away); current loops: {', '.join(x.name for x in self.leaf_iters)}"
-                )
-            return matches[0]
-        if isinstance(it, str):
-            for p, i in enumerate(self.leaves):
-                if self.iters[i].name == it:
-                    return p
-            raise InvalidStepError(f"stage {self.name} has no loop named {it!r}; current loops: "
-                                   f"{', '.join(x.name for x in self.leaf_iters)}")
-        raise InvalidStepError(f"stage {self.name}: cannot use {it!r} as an iterator")
-
-
-def stage_for_op(op: Operation, origin: Operation | None) -> Stage:
-    if isinstance(op, ComputeOp):
-        iters = tuple(Iterator(a.name, a.extent, "spatial") for a in op.axes) + tuple(
-            Iterator(a.name, a.extent, "reduce") for a in op.reduce_axes)
-    else:
-        iters = tuple(Iterator(f"ax{d}", n, "spatial") for d, n in enumerate(op.shape))
-    return Stage(op=op, origin=origin, iters=iters, leaves=tuple(range(len(iters))),
-                 n_root=len(iters))
+_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -143,11 +68,25 @@ class State:
     dag: ComputeDAG
     stages: tuple[Stage, ...]
     steps: tuple["Step", ...] = ()
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    # Values derived from this (immutable) state, by slot; read and filled only through memo().
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @staticmethod
     def initial(dag: ComputeDAG) -> "State":
         return State(dag, tuple(stage_for_op(op, op) for op in dag.ops))
+
+    # ---- derived values ------------------------------------------------------------------------
+    def memo(self, slot: Memo[T], compute: Callable[["State"], T]) -> T:
+        """The value of ``slot`` for this state: ``compute(self)`` the first time, then remembered
+        (``compute`` must depend on the state alone; if it raises, nothing is remembered)."""
+        got = self._memo.get(slot, _MISSING)
+        if got is _MISSING:
+            got = self._memo[slot] = compute(self)
+        return got  # type: ignore[return-value]
+
+    def memoized(self, slot: Memo[T]) -> T | None:
+        """The value of ``slot`` if it was computed already, else None (never computes it)."""
+        return self._memo.get(slot)
 
     # ---- lookup --------------------------------------------------------------------------------
     def stage_index(self, stage: "int | str | Tensor | Operation | Stage") -> int:
@@ -185,34 +124,31 @@ class State:
     def consumers(self, stage_id: int) -> list[int]:
         """Indices of the stages that read the given stage's output (after inlining is resolved
         by lowering, these are the direct readers in the state's operation bodies)."""
-        key = ("consumers",)
-        table = self._cache.get(key)
-        if table is None:
-            from compute import expr as E
+        return list(self.memo(_CONSUMERS, State._consumer_table)[stage_id])
 
-            producer_of = self.producer_map()
-            table = {k: [] for k in range(len(self.stages))}
-            for k, s in enumerate(self.stages):
-                if isinstance(s.op, ComputeOp):
-                    seen = set()
-                    for n in E.post_order(s.op.body):
-                        if isinstance(n, E.TensorLoad):
-                            p = producer_of.get(id(n.tensor))
-                            if p is not None and p not in seen:
-                                seen.add(p)
-                                table[p].append(k)
-            self._cache[key] = table
-        return list(table[stage_id])
+    def _consumer_table(self) -> dict[int, list[int]]:
+        producer_of = self.producer_map()
+        table: dict[int, list[int]] = {k: [] for k in range(len(self.stages))}
+        for k, s in enumerate(self.stages):
+            if isinstance(s.op, ComputeOp):
+                seen = set()
+                for n in E.post_order(s.op.body):
+                    if isinstance(n, E.TensorLoad):
+                        p = producer_of.get(id(n.tensor))
+                        if p is not None and p not in seen:
+                            seen.add(p)
+                            table[p].append(k)
+        return table
 
     def producer_map(self) -> dict[int, int]:
         """id(tensor) -> index of the stage producing it (ops a stage replaced count as its own)."""
-        table = self._cache.get("producers")
-        if table is None:
-            table = {}
-            for k, s in enumerate(self.stages):
-                for o in s.produced_ops:
-                    table.setdefault(id(o.output), k)
-            self._cache["producers"] = table
+        return self.memo(_PRODUCERS, State._producer_table)
+
+    def _producer_table(self) -> dict[int, int]:
+        table: dict[int, int] = {}
+        for k, s in enumerate(self.stages):
+            for o in s.produced_ops:
+                table.setdefault(id(o.output), k)
         return table
 
     def effective_consumers(self, stage_id: int) -> list[int]:
@@ -239,77 +175,53 @@ class State:
         return step.apply(self)
 
     def split(self, stage, iterator, lengths: Sequence[int], inner_to_outer: bool = True) -> "State":
-        from .transform_steps import SplitStep
-
         sid = self.stage_index(stage)
         pos = self.stages[sid].position(iterator)
         ext = self.stages[sid].leaf_iters[pos].extent
         return self._do(SplitStep(sid, pos, ext, tuple(int(x) for x in lengths), inner_to_outer))
 
     def follow_split(self, stage, iterator, src_step_id: int, n_split: int) -> "State":
-        from .transform_steps import FollowSplitStep
-
         sid = self.stage_index(stage)
         return self._do(FollowSplitStep(sid, self.stages[sid].position(iterator), src_step_id, n_split))
 
     def follow_fused_split(self, stage, iterator, src_step_ids: Sequence[int], level: int,
                            factor_or_nparts: bool) -> "State":
-        from .transform_steps import FollowFusedSplitStep
-
         sid = self.stage_index(stage)
         return self._do(FollowFusedSplitStep(sid, self.stages[sid].position(iterator),
                                              tuple(src_step_ids), level, factor_or_nparts))
 
     def fuse(self, stage, iterators: Iterable) -> "State":
-        from .transform_steps import FuseStep
-
         sid = self.stage_index(stage)
         st = self.stages[sid]
         return self._do(FuseStep(sid, tuple(st.position(i) for i in iterators)))
 
     def reorder(self, stage, order: Iterable) -> "State":
-        from .transform_steps import ReorderStep
-
         sid = self.stage_index(stage)
         st = self.stages[sid]
         return self._do(ReorderStep(sid, tuple(st.position(i) for i in order)))
 
     def compute_at(self, stage, target, iterator) -> "State":
-        from .transform_steps import ComputeAtStep
-
         sid, tid = self.stage_index(stage), self.stage_index(target)
         return self._do(ComputeAtStep(sid, tid, self.stages[tid].position(iterator)))
 
     def compute_inline(self, stage) -> "State":
-        from .transform_steps import ComputeInlineStep
-
         return self._do(ComputeInlineStep(self.stage_index(stage)))
 
     def compute_root(self, stage) -> "State":
-        from .transform_steps import ComputeRootStep
-
         return self._do(ComputeRootStep(self.stage_index(stage)))
 
     def cache_write(self, stage, scope: str = "local") -> "State":
-        from .transform_steps import CacheWriteStep
-
         return self._do(CacheWriteStep(self.stage_index(stage), scope))
 
     def cache_read(self, stage, scope: str, readers: Iterable) -> "State":
-        from .transform_steps import CacheReadStep
-
         return self._do(CacheReadStep(self.stage_index(stage), scope,
                                       tuple(self.stage_index(r) for r in readers)))
 
     def rfactor(self, stage, iterator, factor_iter_id: int = 0) -> "State":
-        from .transform_steps import RfactorStep
-
         sid = self.stage_index(stage)
         return self._do(RfactorStep(sid, self.stages[sid].position(iterator), factor_iter_id))
 
     def annotate(self, stage, iterator, annotation: str) -> "State":
-        from .transform_steps import AnnotationStep
-
         sid = self.stage_index(stage)
         return self._do(AnnotationStep(sid, self.stages[sid].position(iterator), annotation))
 
@@ -323,8 +235,6 @@ class State:
         return self.annotate(stage, iterator, "unroll")
 
     def pragma(self, stage, iterator, pragma: str) -> "State":
-        from .transform_steps import PragmaStep
-
         sid = self.stage_index(stage)
         return self._do(PragmaStep(sid, self.stages[sid].position(iterator), pragma))
 
@@ -347,15 +257,13 @@ class State:
         operations alone (producers, consumers) hold for it too. Sharing them spares each
         compute_at / inline step a walk of every stage's body to rebuild the consumer table,
         which made replaying a state quadratic in its stage count."""
-        for key in _OP_TABLES:
-            table = self._cache.get(key)
+        for slot in _OP_TABLES:
+            table = self._memo.get(slot)
             if table is not None:
-                child._cache[key] = table
+                child._memo[slot] = table
 
     # ---- display ---------------------------------------------------------------------------------
     def __str__(self) -> str:
-        from .lower import state_str
-
         return state_str(self)
 
     def __repr__(self) -> str:
@@ -363,18 +271,17 @@ class State:
 
     def canonical_key(self) -> str:
         """A string that identifies the schedule (used to deduplicate candidates)."""
-        k = self._cache.get("key")
-        if k is None:
-            from .transform_steps import steps_to_json
-            import json
+        return self.memo(_KEY, State._key)
 
-            k = json.dumps(steps_to_json(self.steps), separators=(",", ":"))
-            self._cache["key"] = k
-        return k
+    def _key(self) -> str:
+        return json.dumps(steps_to_json(self.steps), separators=(",", ":"))
 
 
-# Cache keys of the tables that depend only on each stage's operations (see _same_ops).
-_OP_TABLES = (("consumers",), "producers")
+_CONSUMERS: Memo[dict[int, list[int]]] = Memo("consumers")
+_PRODUCERS: Memo[dict[int, int]] = Memo("producers")
+_KEY: Memo[str] = Memo("canonical_key")
+# The tables that depend only on each stage's operations (see _same_ops).
+_OP_TABLES = (_CONSUMERS, _PRODUCERS)
 
 
 def _same_ops(a: Stage, b: Stage) -> bool:
@@ -382,78 +289,3 @@ def _same_ops(a: Stage, b: Stage) -> bool:
     return a.op is b.op and a.origin is b.origin and (
         a.aliases is b.aliases or (len(a.aliases) == len(b.aliases)
                                    and all(map(operator.is_, a.aliases, b.aliases))))
-
-
-def replace_stage(stage: Stage, **kw) -> Stage:
-    return replace(stage, **kw)
-
-
-def iterator_extents(stage: Stage, root_extents: Sequence[int]) -> list[int]:
-    """Extents of every iterator of ``stage`` given its root extents (bound inference may shrink
-    them below the static ones): splits derive the remaining part, fuses multiply."""
-    from .transform_steps import split_extents
-
-    ext = [it.extent for it in stage.iters]
-    ext[: len(root_extents)] = list(root_extents)
-    for rel in stage.relations:
-        if isinstance(rel, SplitRel):
-            parent = ext[rel.parent]
-            parts = split_extents(parent, rel.lengths, rel.inner_to_outer)
-            # A region smaller than the split's tile (a stage computed at its consumer's tile)
-            # needs only ceil(parent / stride) values of each part: the parts outside collapse
-            # to 1 and the tile is not recomputed under guards. Every value < parent keeps its
-            # digits inside the clamped extents, so the mixed-radix mapping stays exact.
-            for k in range(len(parts)):
-                stride = 1
-                for e in parts[k + 1:]:
-                    stride *= e
-                parts[k] = min(parts[k], -(-parent // stride))
-            for c, e in zip(rel.children, parts):
-                ext[c] = e
-        else:
-            p = 1
-            for q in rel.parents:
-                p *= ext[q]
-            ext[rel.child] = p
-    return ext
-
-
-def iterator_values(stage: Stage, extents: Sequence[int], leaf_values: dict[int, "object"]):
-    """Express iterators through the loops' values, walking split/fuse relations backwards.
-
-    Returns ``(values, guards)``: ``values[i]`` for every iterator reachable from the given
-    leaves, and the conditions that must hold for an iteration to be real. A split whose parts
-    enumerate more values than the parent has (non-divisible) needs ``value < extent``, at every
-    level, not only at the root: an inner part split again would otherwise overflow into the
-    next outer value and compute some points twice.
-    """
-    from compute import expr as E
-
-    values: dict[int, E.Expr] = dict(leaf_values)  # type: ignore[arg-type]
-    cover: dict[int, int] = {i: extents[i] for i in values}
-    guards: list[E.Expr] = []
-    for rel in reversed(stage.relations):
-        if isinstance(rel, SplitRel):
-            if rel.parent in values or not all(c in values for c in rel.children):
-                continue
-            v: E.Expr = E.const(0)
-            top = 0
-            for c in rel.children:
-                v = v * extents[c] + values[c]
-                top = top * extents[c] + (cover[c] - 1)
-            values[rel.parent] = v
-            cover[rel.parent] = top + 1
-            if top + 1 > extents[rel.parent]:
-                guards.append(E.compare("lt", v, extents[rel.parent]))
-        else:
-            if rel.child not in values:
-                continue
-            f = values[rel.child]
-            stride = 1
-            for k, q in enumerate(reversed(rel.parents)):
-                outermost = k == len(rel.parents) - 1
-                d = f if stride == 1 else E.binary("floordiv", f, stride)
-                values[q] = d if outermost else E.binary("floormod", d, extents[q])
-                cover[q] = extents[q]
-                stride *= extents[q]
-    return values, guards

@@ -15,13 +15,19 @@ The steps, in order:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from compute import expr as E
 from compute import loop_ir as L
 from compute.tensor import ComputeOp, PlaceholderOp
 
 from .bound import const_upper, simplify, sym_bounds
-from .loop_state import InvalidStepError, State, iterator_extents, iterator_values
+from .stage import InvalidStepError, iterator_extents, iterator_values
+
+if TYPE_CHECKING:
+    # For annotations only: printing a State shows the extents lowering infers, so at run time
+    # the dependency goes loop_state -> lower; lowering reads the state it gets through its fields.
+    from .loop_state import State
 
 _KIND = {"none": "serial", "parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}
 

@@ -20,8 +20,9 @@ import random
 from typing import TYPE_CHECKING, Callable
 
 from .init_population import (UNROLL_PRAGMA, _default_params, compute_at_candidates, divisors,
-                              is_tiled, needs_tiling, replay_edited, replay_steps)
-from .loop_state import InvalidStepError, State
+                              is_tiled, needs_tiling)
+from .loop_state import InvalidStepError, Memo, State
+from .replay import replay, replay_edited
 from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
                               FollowFusedSplitStep, FollowSplitStep, FuseStep, PragmaStep,
                               ReorderStep, RfactorStep, SplitStep, Step)
@@ -152,7 +153,7 @@ def mutate_compute_location(state: State, rng: random.Random,
             continue
         pos = positions[rng.randrange(len(positions))]
         new = ComputeAtStep(step.stage_id, step.target_stage_id, pos)
-        return replay_steps(state.dag, (new,) + state.steps[i + 1:], base=before)
+        return replay(state.dag, (new,) + state.steps[i + 1:], verbatim=False, base=before)
     raise InvalidStepError("no compute_at that can move")
 
 
@@ -238,7 +239,7 @@ def mutate_parallel(state: State, rng: random.Random, params: "SearchParams | No
             head = (FuseStep(sid, tuple(range(pivot, pivot + new_n))),)
         head += (AnnotationStep(sid, pivot, "parallel"),)
         tail = tuple(_shift_positions(s, sid, pivot, old_n, new_n) for s in steps[a + 1:])
-        out = replay_steps(state.dag, head + tail, base=before)
+        out = replay(state.dag, head + tail, verbatim=False, base=before)
         if not any(it.annotation == "parallel" for it in out.stages[sid].leaf_iters):
             raise InvalidStepError("the parallel loop was re-annotated by a later step")
         return out
@@ -260,13 +261,15 @@ MUTATIONS: tuple[tuple[str, Mutation, str, Callable[[State], bool]], ...] = (
 )
 
 
+# The names of the MUTATIONS that have something to act on in a state.
+_APPLICABLE: Memo[frozenset[str]] = Memo("search.mutations")
+
+
 def applicable_mutations(state: State, params: "SearchParams") -> list[tuple[str, Mutation, float]]:
     """The mutations that have something to act on in ``state``, with their weights (which ones
     apply is cached on the state: the search draws many children from the same parent)."""
-    kinds = state._cache.get("search.mutations")
-    if kinds is None:
-        kinds = state._cache["search.mutations"] = frozenset(
-            name for name, _, _, has in MUTATIONS if has(state))
+    kinds = state.memo(_APPLICABLE, lambda s: frozenset(
+        name for name, _, _, has in MUTATIONS if has(s)))
     return [(name, fn, getattr(params, w)) for name, fn, w, _ in MUTATIONS
             if name in kinds and getattr(params, w) > 0]
 

@@ -19,9 +19,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .init_population import lowers, lowers_cached, replay_steps, sample_initial_population
+from .init_population import lowers, lowers_cached, sample_initial_population
 from .loop_state import InvalidStepError, State
 from .mutation import mutate
+from .replay import replay
 
 logger = logging.getLogger("ansor.search")
 
@@ -229,7 +230,7 @@ class SketchPolicy:
             if len(out) >= n:
                 break
             try:
-                r = s if s.dag is dag else replay_steps(dag, s.steps)
+                r = s if s.dag is dag else replay(dag, s.steps, verbatim=False)
             except InvalidStepError as e:
                 logger.debug("a measured state does not replay on this task: %s", e)
                 continue

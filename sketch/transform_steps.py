@@ -11,13 +11,18 @@ so the records look familiar to its users.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from compute import expr as E
 from compute.tensor import ComputeOp, PlaceholderOp
 
-from .loop_state import (ANNOTATIONS, FuseRel, InvalidStepError, Iterator, SplitRel, Stage, State,
-                         iterator_values, stage_for_op)
+from .stage import (ANNOTATIONS, FuseRel, InvalidStepError, Iterator, SplitRel, Stage,
+                    iterator_values, split_extents, stage_for_op)
+
+if TYPE_CHECKING:
+    # For annotations only: State's building API creates steps, so at run time the dependency
+    # goes loop_state -> transform_steps; a step reaches the state it gets through its methods.
+    from .loop_state import State
 
 
 def _prod(xs) -> int:
@@ -25,16 +30,6 @@ def _prod(xs) -> int:
     for x in xs:
         p *= x
     return p
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def split_extents(parent_extent: int, lengths: tuple[int, ...], inner_to_outer: bool) -> list[int]:
-    """Extents of the parts of a split, outermost first."""
-    derived = _ceil_div(parent_extent, _prod(lengths))
-    return [derived, *lengths] if inner_to_outer else [*lengths, derived]
 
 
 class Step:
@@ -536,11 +531,3 @@ def step_from_json(rec: list) -> Step:
         if not ok:
             raise ValueError(f"step record {rec!r}: field {f} has a bad value {v!r}")
     return cls(*vals)
-
-
-def replay(dag, steps) -> State:
-    """Apply ``steps`` to the initial state of ``dag``; deterministic."""
-    state = State.initial(dag)
-    for s in steps:
-        state = s.apply(state)
-    return state

@@ -138,7 +138,7 @@ def test_population_features_shape_and_cache():
     assert (group >= 1).all() and np.isfinite(rows).all()
     again, _ = get_per_store_features(pop)
     assert np.array_equal(rows, again)
-    assert pop[0]._cache["features"] is state_features(pop[0])  # computed once per state
+    assert state_features(pop[0]) is state_features(pop[0])  # computed once per state
 
 
 @pytest.mark.parametrize("case", CASES[::3], ids=[c.id for c in CASES[::3]])

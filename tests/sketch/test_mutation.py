@@ -9,10 +9,11 @@ from collections import Counter
 import pytest
 
 from sketch import mutation as M
-from sketch.init_population import TRACE, lowers, sample_initial_population, sample_state
+from sketch.init_population import lowers, sample_initial_population, sample_state
 from sketch.loop_state import InvalidStepError
+from sketch.replay import TRACE, replay
 from sketch.search_policy import SearchParams
-from sketch.transform_steps import AnnotationStep, ComputeAtStep, PragmaStep, SplitStep, replay
+from sketch.transform_steps import AnnotationStep, ComputeAtStep, PragmaStep, SplitStep
 from tests.sketch.test_init_population import check_runs, hand_sketches, make_dag
 
 PARAMS = SearchParams(population_size=64, num_cores=2)
@@ -155,5 +156,5 @@ def test_mutants_are_exactly_what_their_steps_replay_to():
         fresh = replay(dag, child.steps)
         assert fresh.canonical_key() == child.canonical_key()
         assert str(fresh) == str(child)
-        for i, before in child._cache[TRACE].items():
+        for i, before in child.memoized(TRACE).items():
             assert before.steps == child.steps[:i]

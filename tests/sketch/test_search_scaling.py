@@ -19,7 +19,8 @@ from ansor.search_task import SearchTask
 from compute import te
 from cost_model.cost_model import RandomModel
 from cost_model.feature import get_per_store_features
-from sketch.init_population import lowers, replay_steps, sample_state
+from sketch.init_population import lowers, sample_state
+from sketch.replay import replay
 from sketch.loop_state import InvalidStepError, State
 from sketch.mutation import mutate
 from sketch.search_policy import SearchParams, SketchPolicy
@@ -99,7 +100,7 @@ def test_sampling_is_linear_in_stages(reduce_end: bool):
 def test_replay_is_linear_in_stages(reduce_end: bool):
     def work(task):
         states = samples(task, 4)
-        return lambda: [replay_steps(task.compute_dag, s.steps) for s in states]
+        return lambda: [replay(task.compute_dag, s.steps, verbatim=False) for s in states]
 
     assert ratio(work, reduce_end) < MAX_RATIO
 
