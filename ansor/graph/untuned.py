@@ -24,8 +24,9 @@ import random
 from compute.compute_dag import ComputeDAG
 from sketch.init_population import (annotate_auto_unroll, annotate_parallel,
                                     annotate_vectorize, divisors, has_reduce, is_compute, is_placeholder_split,
-                                    is_tiled, lowers, needs_tiling, replay_steps, sample_initial_population)
+                                    is_tiled, lowers, needs_tiling, sample_initial_population)
 from sketch.loop_state import InvalidStepError, State
+from sketch.replay import replay
 from sketch.search_policy import SearchParams
 from sketch.sketch_rules import generate_sketches
 from sketch.transform_steps import SplitStep
@@ -38,7 +39,7 @@ def _largest_divisor(n: int, cap: int) -> int:
 def _fill(sketch: State, params: SearchParams) -> State:
     """The sketch with every placeholder split given the register-tile lengths above."""
     vec = params.vector_width()
-    state = replay_steps(sketch.dag, ())
+    state = replay(sketch.dag, (), verbatim=False)
     for step in sketch.steps:
         if isinstance(step, SplitStep) and is_placeholder_split(step):
             st = state.stages[step.stage_id]
