@@ -20,19 +20,8 @@ from ansor.records import load_records
 from ansor.tuning import STOP_LOG_FAILED, TuningOptions
 from measure.measure import MeasureInput, MeasureResult
 from measure.record import RecordFileError, RecordToFile, append_durably, check_log_file
-from tests.ansor.test_tune import FAST, SMALL_PARAMS, ListPolicy, i_split_states
-
-
-@pytest.fixture(scope="module")
-def builder():
-    with ansor.LocalBuilder(timeout=30, n_parallel=2) as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def runner():
-    with ansor.LocalRunner(timeout=10, **FAST) as r:
-        yield r
+from tests.ansor.test_tune import (SMALL_PARAMS, ListPolicy, builder,  # noqa: F401 - fixtures
+                                   i_split_states, runner)
 
 
 @pytest.fixture
