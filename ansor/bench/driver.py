@@ -11,13 +11,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from measure.target import host_cpu_name
 
 from . import timing
 from .inputs import INPUT_SEED, make_dag
 from .peers_tvm import tvm_curve
-from .report import _last, plot_curve, plot_suite, render_markdown
+from .report import plot_curve, plot_suite, render_markdown
 from .sessions import add_session, ours_curve, tuning_summary
 from .workloads import SYSTEM_LABELS, BenchWorkload
 
@@ -262,7 +263,6 @@ def run_suite(opts: Options) -> dict:
     return report
 
 
-
 def run_curve(opts: Options) -> dict:
     """Tune (resuming the logs) and plot best GFLOPS against trials and seconds, us and TVM."""
     opts.out.mkdir(parents=True, exist_ok=True)
@@ -294,3 +294,9 @@ def run_curve(opts: Options) -> dict:
         out[wl.name] = data
     return out
 
+
+def _last(vals: Sequence[float | None] | None) -> float:
+    for v in reversed(vals or []):
+        if v is not None:
+            return v
+    return float("nan")

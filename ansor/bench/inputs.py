@@ -52,4 +52,3 @@ def check_output(out: Any, ref: np.ndarray) -> str | None:
         err = float(np.max(np.abs(out.astype("float64") - ref)))
         return f"wrong result: max abs error {err:.3g} (reference max {scale:.3g})"
     return None
-

@@ -11,6 +11,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .inputs import bound_args
 
+
 class NoFormulation(Exception):
     """This peer has no formulation of this workload (or of these arguments)."""
 
@@ -149,4 +150,3 @@ def torch_impl(workload: str, args: Sequence[Any], inputs: list):
         n = inputs[0].shape[-1]
         return (lambda x, g, b: F.layer_norm(x, (n,), g, b, eps)), t, same
     raise NoFormulation(f"no PyTorch formulation of {workload}")
-

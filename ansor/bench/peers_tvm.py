@@ -40,7 +40,7 @@ from typing import Any, Sequence
 from . import timing
 from .inputs import bound_args, check_output, make_dag, make_inputs
 from .peers import NoFormulation
-from .sessions import _curve, _read_json, elapsed_times
+from .sessions import best_so_far, elapsed_times, read_json
 
 BUILD_TIMEOUT = 60.0
 RUN_TIMEOUT = 60.0
@@ -350,8 +350,8 @@ def tvm_curve(work: Path, flop: float) -> dict:
         for c in b.get("costs", []):
             costs.append(c)
             stamps.append(float(b["time"]))
-    sessions = _read_json(work / "sessions.json", {}).get("sessions", [])
-    return _curve(costs, elapsed_times(stamps, sessions), flop)
+    sessions = read_json(work / "sessions.json", {}).get("sessions", [])
+    return best_so_far(costs, elapsed_times(stamps, sessions), flop)
 
 
 JOBS = {"probe": probe, "tune": tune, "time": time_best}

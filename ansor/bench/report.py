@@ -4,9 +4,9 @@ curve (PNG, with matplotlib when it is installed).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
 
 from .workloads import SYSTEM_LABELS
+
 
 def _fmt_figure(entry: dict, unit: str) -> str:
     if "seconds" not in entry:
@@ -122,14 +122,6 @@ def plot_suite(report: dict, path: Path) -> Path | str:
     return path
 
 
-
-def _last(vals: Sequence[float | None] | None) -> float:
-    for v in reversed(vals or []):
-        if v is not None:
-            return v
-    return float("nan")
-
-
 def plot_curve(data: dict, path: Path) -> Path | str:
     plt = _pyplot()
     if plt is None:
@@ -154,4 +146,3 @@ def plot_curve(data: dict, path: Path) -> Path | str:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-

@@ -16,6 +16,7 @@ from measure.target import toolchain_key
 
 from .workloads import BenchWorkload
 
+
 def count_records(log: str | os.PathLike, task: SearchTask) -> int:
     """Records of ``task`` measured with this toolchain in ``log`` (0 if there is no log)."""
     if not os.path.isfile(log):
@@ -28,8 +29,8 @@ def count_records(log: str | os.PathLike, task: SearchTask) -> int:
     return n
 
 
-
-def _read_json(path: Path, default: Any) -> Any:
+def read_json(path: Path, default: Any) -> Any:
+    """The JSON in ``path``, or ``default`` if it is missing or unreadable."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -38,7 +39,7 @@ def _read_json(path: Path, default: Any) -> Any:
 
 def add_session(path: Path, session: dict) -> None:
     """Append one tuning session (start, end, trials, wall seconds) to a sessions file."""
-    data = _read_json(path, {"sessions": []})
+    data = read_json(path, {"sessions": []})
     data.setdefault("sessions", []).append(session)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1))
@@ -46,7 +47,7 @@ def add_session(path: Path, session: dict) -> None:
 
 def tuning_summary(sessions_path: Path, total_trials: int | None = None) -> dict:
     """Tuning wall time and seconds per trial over every recorded session."""
-    sessions = _read_json(sessions_path, {}).get("sessions", [])
+    sessions = read_json(sessions_path, {}).get("sessions", [])
     trials = sum(int(s.get("trials", 0)) for s in sessions)
     wall = sum(float(s.get("wall_seconds", 0.0)) for s in sessions)
     out = {"sessions": len(sessions), "timed_trials": trials, "wall_seconds": wall,
@@ -88,11 +89,14 @@ def ours_curve(log: Path, sessions_path: Path, wl: BenchWorkload) -> dict:
                 costs.append(line.result.mean_cost if line.is_valid else None)
                 stamps.append(line.result.timestamp)
         warner.finish()
-    sessions = _read_json(sessions_path, {}).get("sessions", [])
-    return _curve(costs, elapsed_times(stamps, sessions), flop)
+    sessions = read_json(sessions_path, {}).get("sessions", [])
+    return best_so_far(costs, elapsed_times(stamps, sessions), flop)
 
 
-def _curve(costs: Sequence[float | None], seconds: Sequence[float], flop: float) -> dict:
+def best_so_far(costs: Sequence[float | None], seconds: Sequence[float],
+                flop: float) -> dict:
+    """Best GFLOPS so far after each trial (None before the first valid one), with the trial
+    numbers and the tuning seconds of each."""
     best, best_gflops = math.inf, []
     for c in costs:
         if c is not None and 0 < c < best:
@@ -100,4 +104,3 @@ def _curve(costs: Sequence[float | None], seconds: Sequence[float], flop: float)
         best_gflops.append(flop / best / 1e9 if best < math.inf else None)
     return {"trials": list(range(1, len(costs) + 1)), "seconds": list(seconds),
             "best_gflops": best_gflops}
-

@@ -44,7 +44,8 @@ from . import timing
 from .driver import Options, run_curve, run_suite
 from .inputs import check_output, make_dag, make_inputs
 from .peers import NoFormulation, numpy_impl, torch_impl
-from .sessions import _curve, add_session, elapsed_times, tuning_summary
+from .sessions import add_session, elapsed_times, tuning_summary
+from .sessions import best_so_far as _curve
 from .workers import worker
 from .workloads import SUITE, parse_workloads
 

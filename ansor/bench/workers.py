@@ -148,7 +148,6 @@ def worker(job: dict) -> dict:
     raise ValueError(f"unknown job {kind!r} for system {system!r}")
 
 
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ansor.bench.workers JOB_JSON``: run the job, emit its result."""
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from compute.ops import WORKLOADS
 
+
 @dataclass(frozen=True)
 class BenchWorkload:
     """One row of the suite: a registered workload (``compute.ops``) with its arguments."""

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _loaded_after(stmt: str) -> set[str]:
     """The ``ansor.bench`` modules a fresh interpreter has loaded after ``stmt``."""
-    code = f"import sys; {stmt}; print(' '.join(m for m in sys.modules if m.startswith('ansor.bench')))"
+    code = (f"import sys; {stmt}; "
+            "print(' '.join(m for m in sys.modules if m.startswith('ansor.bench')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=ROOT)
     return set(out.stdout.split())
