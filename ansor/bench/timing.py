@@ -178,6 +178,8 @@ def _dist_version(dist: str) -> str | None:
 def machine_info() -> dict:
     """Where and with what a figure was measured: date, machine, CPU, versions. TVM's version is
     not here: importing TVM is left to its own subprocess (``peers_tvm``)."""
+    # Imported here: the rest of this module is stdlib only, so that the fresh-process workers
+    # and the ``ansor`` command line, which import it, do not pay for what only reports need.
     import llvmlite
     import llvmlite.binding as llvm
     import numpy
