@@ -1,7 +1,7 @@
 """TVM MetaSchedule as a peer of the suite: the workloads in TVM's ``te``, tuning, timing.
 
 Always run as its own process (``python -m ansor.bench.peers_tvm JOB_JSON``, started by
-``ansor.bench.suite``), so that a TVM that is missing, broken or crashing (a segfault when a
+``ansor.bench.driver``), so that a TVM that is missing, broken or crashing (a segfault when a
 MetaSchedule task starts, with some apache-tvm-ffi versions) costs the suite one peer, not the
 run. Jobs:
 
@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import timing
-from .suite import (NoFormulation, _curve, _read_json, bound_args, check_output, elapsed_times,
-                    make_dag, make_inputs)
+from .inputs import bound_args, check_output, make_dag, make_inputs
+from .peers import NoFormulation
+from .sessions import best_so_far, elapsed_times, read_json
 
 BUILD_TIMEOUT = 60.0
 RUN_TIMEOUT = 60.0
@@ -334,15 +335,9 @@ def time_best(job: dict) -> dict:
     err = check_output(arrays[-1].numpy(), np.load(job["ref"]))
     if err:
         return {"error": err}
-    res = timing.time_callable(lambda: f(*arrays), **_timing_kw(job))
+    res = timing.time_callable(lambda: f(*arrays), **timing.job_timing(job))
     res.update(build_seconds=build_s, version=tvm.__version__)
     return res
-
-
-def _timing_kw(job: dict) -> dict:
-    from .suite import _timing_kw as kw
-
-    return kw(job)
 
 
 def tvm_curve(work: Path, flop: float) -> dict:
@@ -355,8 +350,8 @@ def tvm_curve(work: Path, flop: float) -> dict:
         for c in b.get("costs", []):
             costs.append(c)
             stamps.append(float(b["time"]))
-    sessions = _read_json(work / "sessions.json", {}).get("sessions", [])
-    return _curve(costs, elapsed_times(stamps, sessions), flop)
+    sessions = read_json(work / "sessions.json", {}).get("sessions", [])
+    return best_so_far(costs, elapsed_times(stamps, sessions), flop)
 
 
 JOBS = {"probe": probe, "tune": tune, "time": time_best}

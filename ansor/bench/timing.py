@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 RESULT_ENV = "ANSOR_BENCH_RESULT"
@@ -65,11 +66,29 @@ def time_callable(fn: Callable[[], Any], repeat: int = DEFAULT_REPEAT,
     return {"seconds": statistics.median(times), "repeats": times, "number": number}
 
 
+def job_timing(job: dict) -> dict:
+    """``time_callable``'s keyword arguments from a worker job's ``"timing"`` settings (the
+    suite's defaults for what it leaves out)."""
+    t = job.get("timing", {})
+    return dict(repeat=int(t.get("repeat", DEFAULT_REPEAT)),
+                min_repeat_ms=float(t.get("min_repeat_ms", DEFAULT_MIN_REPEAT_MS)),
+                warmup_s=float(t.get("warmup_s", DEFAULT_WARMUP_S)))
+
+
 def thread_env(threads: int, base: dict | None = None) -> dict:
     """``base`` (default: this process's environment) with every runtime limited to ``threads``."""
     env = dict(os.environ if base is None else base)
     for var in THREAD_ENV_VARS:
         env[var] = str(threads)
+    return env
+
+
+def worker_env(extra: dict | None = None) -> dict:
+    """This environment (plus ``extra``), with the directory holding this copy of ``ansor`` first
+    on PYTHONPATH: workers import the same code even when run from an uninstalled checkout."""
+    env = dict(os.environ, **(extra or {}))
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [env.get("PYTHONPATH")] if p])
     return env
 
 
@@ -159,6 +178,8 @@ def _dist_version(dist: str) -> str | None:
 def machine_info() -> dict:
     """Where and with what a figure was measured: date, machine, CPU, versions. TVM's version is
     not here: importing TVM is left to its own subprocess (``peers_tvm``)."""
+    # Imported here: the rest of this module is stdlib only, so that the fresh-process workers
+    # and the ``ansor`` command line, which import it, do not pay for what only reports need.
     import llvmlite
     import llvmlite.binding as llvm
     import numpy

@@ -1,0 +1,83 @@
+"""The suite's workloads and systems: which computations ``ansor bench`` measures, with which
+arguments, and which systems it compares (ours and the peers).
+
+``parse_workloads`` turns ``--workloads`` into rows: suite names or any registered workload with
+its arguments (``WORKLOAD:ARGS``).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from compute.ops import WORKLOADS
+
+
+@dataclass(frozen=True)
+class BenchWorkload:
+    """One row of the suite: a registered workload (``compute.ops``) with its arguments."""
+
+    name: str            # the suite's key, e.g. "gemm_1024"; names logs and result entries
+    workload: str        # registered workload name
+    args: tuple
+    label: str           # how the table names it
+    memory_bound: bool = False  # reported in milliseconds: its FLOP count says little
+
+
+SUITE: tuple[BenchWorkload, ...] = (
+    BenchWorkload("gemm_1024", "matmul", (1024, 1024, 1024), "GEMM 1024^3"),
+    BenchWorkload("gemm_512", "matmul", (512, 512, 512), "GEMM 512^3"),
+    BenchWorkload("batch_matmul", "batch_matmul", (16, 128, 128, 128), "batch matmul 16x128^3"),
+    BenchWorkload("conv2d", "conv2d_nhwc", (1, 56, 56, 64, 64, 3, 3, 1, 1),
+                  "conv2d NHWC 56x56x64->64 3x3"),
+    BenchWorkload("conv2d_bias_relu", "conv2d_bias_relu", (1, 56, 56, 64, 64, 3, 3, 1, 1),
+                  "conv2d 3x3 + bias + relu"),
+    BenchWorkload("conv2d_1x1", "conv2d_nhwc", (1, 56, 56, 64, 256, 1, 1, 1, 0),
+                  "conv2d 1x1 56x56x64->256"),
+    BenchWorkload("depthwise_conv2d", "depthwise_conv2d_nhwc", (1, 112, 112, 32, 3, 3, 1, 1),
+                  "depthwise conv2d 112x112x32 3x3"),
+    BenchWorkload("dense_bias_relu", "dense_bias_relu", (128, 1024, 1024),
+                  "dense 128x1024x1024 + bias + relu"),
+    BenchWorkload("softmax", "softmax", (1024, 1024), "softmax 1024x1024", memory_bound=True),
+    BenchWorkload("layer_norm", "layer_norm", (1024, 1024), "layer_norm 1024x1024",
+                  memory_bound=True),
+)
+
+PEERS = ("numpy", "torch", "torch_compile", "tvm")
+SYSTEMS = ("ours",) + PEERS
+SYSTEM_LABELS = {"ours": "ours", "numpy": "numpy", "torch": "PyTorch",
+                 "torch_compile": "torch.compile", "tvm": "TVM"}
+MEMORY_BOUND_WORKLOADS = {"softmax", "layer_norm", "relu", "gelu", "bias_add", "add", "multiply",
+                          "transpose", "reshape", "pad", "max_pool2d", "avg_pool2d", "norm"}
+
+
+def parse_workloads(text: str | None) -> list[BenchWorkload]:
+    """``None`` -> the whole suite; else comma-separated suite names or ``WORKLOAD:ARGS`` items
+    (``matmul:64,64,64``; separate several such items with ``;``)."""
+    if not text:
+        return list(SUITE)
+    by_name = {w.name: w for w in SUITE}
+    items = [t.strip() for t in (text.split(";") if ":" in text else text.split(",")) if t.strip()]
+    out = []
+    for item in items:
+        if item in by_name:
+            out.append(by_name[item])
+            continue
+        if ":" not in item:
+            raise SystemExit(f"ansor bench: unknown workload {item!r}; suite workloads: "
+                             f"{', '.join(by_name)} (or WORKLOAD:ARGS, e.g. matmul:64,64,64)")
+        wl, _, arg_text = item.partition(":")
+        if wl not in WORKLOADS:
+            raise SystemExit(f"ansor bench: unknown registered workload {wl!r} (see `ansor "
+                             "workloads`)")
+        try:
+            args = tuple(ast.literal_eval(f"({arg_text},)")) if arg_text.strip() else \
+                WORKLOADS[wl].default_args
+        except (ValueError, SyntaxError):
+            raise SystemExit(f"ansor bench: bad arguments {arg_text!r} in {item!r}") from None
+        flat = "x".join(str(a) for a in args if not isinstance(a, (tuple, list)))
+        out.append(BenchWorkload(f"{wl}_{flat}" if flat else wl, wl, args, f"{wl}{args}",
+                                 memory_bound=wl in MEMORY_BOUND_WORKLOADS))
+    names = [w.name for w in out]
+    if len(set(names)) != len(names):
+        raise SystemExit(f"ansor bench: a workload is selected twice: {', '.join(names)}")
+    return out

@@ -1,0 +1,72 @@
+"""The ``ansor`` command line.
+
+``ansor`` with no arguments runs the built-in default job (default vs hand-written schedules);
+``ansor tune`` with no workload runs the README's quick start, a short GEMM tuning run compared
+with numpy; ``ansor tune NAME --args ... --trials N --log FILE`` tunes any library workload;
+``ansor workloads`` lists the operator library; ``ansor build NAME --args ...`` compiles a
+workload's default schedule, checks it against the numpy reference and times it;
+``ansor records ...`` summarises, distills and re-measures tuning logs; ``ansor costmodel ...``
+evaluates and trains the cost model; ``ansor bench`` runs the benchmark suite.
+
+This module assembles the parser and dispatches; each command group is a module of this package
+(``build``, ``tune``, ``records``, ``costmodel``).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from typing import Sequence
+
+from measure.runtime import check_num_threads
+
+from . import build, costmodel, records, tune
+
+
+def _check_num_threads() -> bool:
+    """``$ANSOR_NUM_THREADS`` checked before any work (kernels read it in worker processes,
+    where a bad value only showed up later, as failed measurements); its warning (more threads
+    than CPUs) printed as one line."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            check_num_threads()
+        except ValueError as err:
+            print(f"ansor: {err}", file=sys.stderr)
+            return False
+    for w in caught:
+        print(f"ansor: warning: {w.message}", file=sys.stderr)
+    return True
+
+
+def cmd_bench(argv: Sequence[str]) -> int:
+    """``ansor bench``: the benchmark suite, which parses its own options. Imported here, only
+    when this command runs: the suite's harness (workers, peers, reports) is not part of the
+    rest of the command line and must not be loaded (or break) every ``ansor`` start-up."""
+    from ansor.bench.suite import main as bench_main
+
+    return bench_main(list(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["bench"]:
+        return cmd_bench(args[1:])
+    parser = argparse.ArgumentParser(prog="ansor", description="Template-free auto-scheduler for "
+                                     "tensor programs on x86 CPUs. With no command: the default job.")
+    sub = parser.add_subparsers(dest="command")
+    build.add_parsers(sub)
+    tune.add_parser(sub)
+    records.add_parser(sub)
+    sub.add_parser("bench", add_help=False, help="the benchmark suite: tune and time workloads "
+                   "against numpy, PyTorch and TVM (ansor bench --help)")
+    costmodel.add_parser(sub)
+    ns = parser.parse_args(argv)
+    runs_kernels = ns.command not in ("workloads", "records") or (
+        ns.command == "records" and ns.records_command == "verify")
+    if runs_kernels and not _check_num_threads():
+        return 2
+    handlers = {None: build.cmd_default, "workloads": build.cmd_workloads,
+                "build": build.cmd_build, "tune": tune.cmd_tune, "records": records.cmd_records,
+                "costmodel": costmodel.cmd_costmodel}
+    return handlers[ns.command](ns)
