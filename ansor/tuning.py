@@ -36,6 +36,7 @@ from measure.runtime import check_num_threads
 from .measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
                        ProgramMeasurer, is_valid)
 from .measurer import error_name as _error_name
+from .records import record_to_input
 
 if TYPE_CHECKING:
     from sketch.loop_state import State
@@ -326,14 +327,11 @@ class _Run:
                 # not compare with ours.
                 other_target += 1
                 continue
-            try:
-                state = self.task.compute_dag.replay(line.steps)
-            except Exception as err:  # noqa: BLE001 - steps from a file may fail in any way
-                warner(line.lineno, f"its steps do not replay on {self.task.desc}: "
-                                    f"{type(err).__name__}: {str(err)[:200]}")
+            inp = record_to_input(line, self.task, warner)
+            if inp is None:
                 continue
-            self.stats.add_resumed(state, line.result, valid=line.is_valid)
-            inputs.append(MeasureInput(self.task, state))
+            self.stats.add_resumed(inp.state, line.result, valid=line.is_valid)
+            inputs.append(inp)
             results.append(line.result)
         warner.finish()
         self.resumed = len(inputs)

@@ -36,6 +36,7 @@ from measure.runtime import check_num_threads
 
 from ..measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
                         ProgramMeasurer, TaskStats)
+from ..records import record_to_input
 from .measure import MeasureOption
 from .records import ConfigRecord, ConfigRecordToFile, config_of, iter_config_records
 from .space import ConfigEntity
@@ -274,11 +275,9 @@ class _Session:
                      f"{t.best_gflops:.2f} GFLOPS{other}")
 
     def _replay(self, rec: ConfigRecord) -> Any:
-        try:
-            return self.task.dag.replay(rec.line.steps)
-        except Exception as err:  # noqa: BLE001 - steps from a file may fail in any way
-            logger.info("record line %d does not replay: %s", rec.line.lineno, err)
-            return None
+        inp = record_to_input(rec.line, self.task.search_task, lambda lineno, why: logger.info(
+            "record line %d: %s", lineno, why))
+        return None if inp is None else inp.state
 
     # ---- one batch ----
     def round(self) -> str | None:
