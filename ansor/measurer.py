@@ -203,11 +203,13 @@ class ProgramMeasurer:
 
     def commit(self, workload_key: str, inputs: Sequence[MeasureInput],
                results: Sequence[MeasureResult], states: Sequence[Any | None] | None = None,
-               write: Recorder | None = None) -> str | None:
+               write: Recorder | None = None,
+               then: Callable[[], None] | None = None) -> str | None:
         """Log the batch, then book it (Ctrl-C deferred meanwhile). ``states``: the state each
         result belongs to (default: each input's; None for a candidate that never became a
         state, logged with a placeholder input). ``write`` replaces the measurer's recorder for
-        this batch (a log with more per line). Returns why the run must stop when the log could
+        this batch (a log with more per line). ``then`` runs after booking, still with Ctrl-C
+        held back: a caller's own bookkeeping of the batch. Returns why the run must stop when the log could
         not take the batch, which is then abandoned (not booked), else None."""
         write = write if write is not None else self.recorder
         st = self.stats(workload_key)
@@ -226,6 +228,8 @@ class ProgramMeasurer:
             for state, res in zip(states, results):
                 if not st.book(state, res):
                     self.logger.debug("candidate failed: %s", st.last_error)
+            if then is not None:
+                then()
         return None
 
     def stop_reason(self, workload_key: str, budget: int,

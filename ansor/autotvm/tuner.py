@@ -339,22 +339,25 @@ class _Session:
         configs = [c for _, c, _, _ in rows]
         write = None if self.recorder is None else (
             lambda inputs, results: self.recorder.write(inputs, results, configs))
-        stop = measurer.commit(task.workload_key, all_inputs, all_results,
-                               states=[s for _, _, s, _ in rows], write=write)
-        if stop is not None:
-            return stop
-
         indices: list[int] = []
         scores: list[float] = []
         current = 0.0
-        for i, cfg, state, res in rows:
-            score = self.book(cfg, state, res) if state is not None else 0.0
-            if state is not None:
-                t._known_states[state.canonical_key()] = score
-            current = max(current, score)
-            self.curve.append(t.best_gflops)
-            indices.append(i)
-            scores.append(score)
+
+        def book_rows() -> None:  # the tuner's view of the batch, booked with the measurer's
+            nonlocal current
+            for i, cfg, state, res in rows:
+                score = self.book(cfg, state, res) if state is not None else 0.0
+                if state is not None:
+                    t._known_states[state.canonical_key()] = score
+                current = max(current, score)
+                self.curve.append(t.best_gflops)
+                indices.append(i)
+                scores.append(score)
+
+        stop = measurer.commit(task.workload_key, all_inputs, all_results,
+                               states=[s for _, _, s, _ in rows], write=write, then=book_rows)
+        if stop is not None:
+            return stop
         reused += [(i, t._known_states.get(key, 0.0)) for i, key in later]
         for i, score in reused:
             indices.append(i)

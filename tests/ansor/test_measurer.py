@@ -96,11 +96,14 @@ def test_the_log_is_written_first_and_a_refused_batch_is_not_booked(tasks):
         logged.append(len(inputs))
 
     m = M.ProgramMeasurer(FakeBuilder(), FakeRunner({1: 1e-3, 2: 1e-3}), recorder)
-    assert measure_and_commit(m, a, states(a, [1])) is None
-    stop = measure_and_commit(m, a, states(a, [2]))
-    assert stop is not None and stop.startswith(M.STOP_LOG_FAILED) and "disk full" in stop
     st = m.stats(a.workload_key)
-    assert logged == [1] and st.trials == 1 and len(st.measured_keys) == 1
+    seen: list[int] = []  # trials booked when the caller's own bookkeeping runs
+    for f in (1, 2):
+        inputs = [MeasureInput(a, s) for s in states(a, [f])]
+        stop = m.commit(a.workload_key, inputs, m.measure(inputs),
+                        then=lambda: seen.append(st.trials))
+    assert stop is not None and stop.startswith(M.STOP_LOG_FAILED) and "disk full" in stop
+    assert logged == [1] and st.trials == 1 and len(st.measured_keys) == 1 and seen == [1]
 
 
 def test_stop_rules(tasks, monkeypatch):
