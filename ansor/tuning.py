@@ -1,8 +1,9 @@
 """Tuning one task: the measure-and-learn loop behind ``SearchTask.tune``.
 
-Each round the search policy proposes candidates it has not measured before, the local builder and
-runner measure them, the results are appended to the log at once (a run killed at any moment keeps
-every finished batch) and fed to the cost model. The loop stops at the trial budget, when the best
+Each round the search policy proposes candidates it has not measured before, the
+``ProgramMeasurer`` (``ansor.measurer``, shared with the template tuners) measures them, the
+results are appended to the log at once (a run killed at any moment keeps every finished batch)
+and fed to the cost model. The loop stops at the trial budget, when the best
 has not improved for ``early_stopping`` trials, when the policy has nothing new to propose, after
 ``MAX_CONSECUTIVE_ERRORS`` failed measurements in a row, when a batch cannot be appended to the
 log (a full disk: the log keeps whole lines only), or on Ctrl-C.

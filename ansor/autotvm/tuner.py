@@ -7,8 +7,9 @@ way for all of them, so that they differ in their search alone:
 * each proposed index is instantiated in this process; a configuration whose steps do not apply
   becomes an INSTANTIATION_ERROR result (recorded and counted like any failed measurement, never
   raised);
-* the valid states are measured together by ``measure_batch`` (the auto-scheduler's builder and
-  runner) and every result is appended to the log at once, with its configuration
+* the valid states are measured together by the auto-scheduler's ``ProgramMeasurer``
+  (``ansor.measurer``: builder and runner, error wrapping, stop rules, Ctrl-C held back while a
+  batch is booked) and every result is appended to the log at once, with its configuration
   (``records.ConfigRecordToFile``); the log path is checked before anything is measured, and a
   batch that cannot be written (a full disk) ends the run, the log keeping whole lines only;
 * with an existing log, the run resumes: configurations already in it (same template and space,
