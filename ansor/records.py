@@ -21,7 +21,7 @@ import tempfile
 import warnings
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from compute.workload_registry import canonical_args, workload_desc
 from measure.checks import MAX_TIMEOUT_S, check_count, check_nonnegative, check_seconds
@@ -33,7 +33,7 @@ from .search_task import SearchTask
 
 __all__ = ["DistillReport", "NoRecordError", "RecordFileError", "RecordToFile", "RecordWarning",
            "VerifyRow", "WorkloadSummary", "best_record", "describe_missing", "distill",
-           "load_records", "summarize", "verify_best"]
+           "load_records", "record_to_input", "summarize", "verify_best"]
 
 
 class NoRecordError(LookupError):
@@ -84,12 +84,17 @@ def _rebuild_task(line: RecordLine) -> SearchTask | str:
     return task
 
 
-def _make_input(line: RecordLine, task: SearchTask, warner: LineWarner) -> MeasureInput | None:
+def record_to_input(line: RecordLine, task: SearchTask,
+                    on_error: Callable[[int, str], None]) -> MeasureInput | None:
+    """The measure input of one record line: its steps replayed on ``task`` (the task rebuilt
+    from the record, or one the caller holds). The one place every reader of records - the
+    loaders here, resuming a tuning run, the template tuners - turns a line into an input.
+    Steps that do not replay call ``on_error(lineno, why)`` (a ``LineWarner``) and give None."""
     try:
         state = task.compute_dag.replay(line.steps)
     except Exception as err:  # noqa: BLE001 - steps from a file may fail in any way
-        warner(line.lineno, f"its steps do not replay on {task.desc}: {type(err).__name__}: "
-                            f"{str(err)[:200]}")
+        on_error(line.lineno, f"its steps do not replay on {task.desc}: {type(err).__name__}: "
+                              f"{str(err)[:200]}")
         return None
     return MeasureInput(task, state)
 
@@ -104,7 +109,7 @@ def load_records(path: str | os.PathLike) -> Iterator[tuple[MeasureInput, Measur
         task = tasks.get(line)
         if task is None:
             continue
-        inp = _make_input(line, task, warner)
+        inp = record_to_input(line, task, warner)
         if inp is not None:
             yield inp, line.result
     warner.finish()
@@ -142,7 +147,7 @@ def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
         task = given if given is not None else tasks.get(line)
         if task is None:
             continue
-        inp = _make_input(line, task, warner)
+        inp = record_to_input(line, task, warner)
         if inp is not None:
             best[mine] = (inp, line.result, line)
     warner.finish()
@@ -285,7 +290,7 @@ def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = Non
         if task is None:
             unrebuildable += 1
             continue
-        if _make_input(line, task, warner) is None:
+        if record_to_input(line, task, warner) is None:
             unreplayable += 1
             continue
         if len(heap) < top_k:
@@ -466,7 +471,7 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
         desc, recorded = _task_desc(line.task), line.result.mean_cost
         same = line.target_key == here
         task = tasks.get(line)
-        inp = None if task is None else _make_input(line, task, warner)
+        inp = None if task is None else record_to_input(line, task, warner)
         if inp is None:
             rows.append(VerifyRow(desc, recorded, None, "cannot rebuild the record (see warnings)",
                                   same))

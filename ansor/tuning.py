@@ -1,8 +1,9 @@
 """Tuning one task: the measure-and-learn loop behind ``SearchTask.tune``.
 
-Each round the search policy proposes candidates it has not measured before, the local builder and
-runner measure them, the results are appended to the log at once (a run killed at any moment keeps
-every finished batch) and fed to the cost model. The loop stops at the trial budget, when the best
+Each round the search policy proposes candidates it has not measured before, the
+``ProgramMeasurer`` (``ansor.measurer``, shared with the template tuners) measures them, the
+results are appended to the log at once (a run killed at any moment keeps every finished batch)
+and fed to the cost model. The loop stops at the trial budget, when the best
 has not improved for ``early_stopping`` trials, when the policy has nothing new to propose, after
 ``MAX_CONSECUTIVE_ERRORS`` failed measurements in a row, when a batch cannot be appended to the
 log (a full disk: the log keeps whole lines only), or on Ctrl-C.
@@ -20,8 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
-import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
@@ -30,12 +29,15 @@ from cost_model.cost_model import CostModel
 from cost_model.lgbm_model import LGBModel
 from measure.builder import LocalBuilder
 from measure.checks import check_seed
-from measure.local import measure_batch
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from measure.record import (LineWarner, RecordFileError, RecordToFile, check_log_file, iter_lines,
-                            target_summary)
+from measure.record import LineWarner, RecordToFile, check_log_file, iter_lines, target_summary
 from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
+
+from .measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
+                       ProgramMeasurer, is_valid)
+from .measurer import error_name as _error_name
+from .records import record_to_input
 
 if TYPE_CHECKING:
     from sketch.loop_state import State
@@ -48,12 +50,6 @@ __all__ = ["MAX_CONSECUTIVE_ERRORS", "STOP_LOG_FAILED", "TuneResult", "TuningOpt
 
 logger = logging.getLogger("ansor.tune")
 
-# TVM's auto_scheduler gives up after this many failed measurements in a row: by then the
-# search space, the workload or the machine is broken, and more trials only burn time.
-MAX_CONSECUTIVE_ERRORS = 150
-# Measured schedules handed back to the policy, best first. Ansor seeds 20% of a 2048 population
-# with measured states; a few hundred covers that without keeping every state of a long run.
-BEST_STATES_KEPT = 512
 # The default schedule is measured once per call for the speed-up figure. A naive large kernel
 # can take many seconds per call, so it gets its own, generous timeout ...
 DEFAULT_SCHEDULE_TIMEOUT = 120.0
@@ -186,12 +182,6 @@ class TuneResult:
         return "\n".join(lines)
 
 
-STOP_BUDGET = "trial budget reached"
-STOP_INTERRUPTED = "interrupted (Ctrl-C)"
-# A batch could not be appended to the log (a full disk): the run ends with what the log holds.
-STOP_LOG_FAILED = "the log file could not be written"
-
-
 # ---- formatting ---------------------------------------------------------------------------------
 
 def format_seconds(sec: float) -> str:
@@ -230,24 +220,6 @@ def _gflops_part(gf: float | None) -> str:
 # ---- helpers ------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Hold Ctrl-C back while a finished batch is written and booked, then deliver it: the batch
-    is then either wholly in the log and counted, or (interrupted earlier) wholly abandoned."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
-        yield  # only the main thread may set handlers; a caller's own handler is left alone
-        return
-    caught: list[int] = []
-    old = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-        if caught:
-            raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
 def _runner_settings(runner: LocalRunner, **attrs: Any) -> Iterator[None]:
     """Temporarily change a runner's measurement settings. They are read per ``run`` call, so
     this reuses the runner's worker instead of starting a second one (~1 s and its memory)."""
@@ -259,45 +231,6 @@ def _runner_settings(runner: LocalRunner, **attrs: Any) -> Iterator[None]:
     finally:
         for k, v in saved.items():
             setattr(runner, k, v)
-
-
-def _error_name(error_no: int) -> str:
-    try:
-        return MeasureErrorNo(error_no).name
-    except ValueError:
-        return f"error {error_no}"
-
-
-class _BestStates:
-    """The measured valid schedules, best first (ties: the earlier measurement first, as
-    ``best_record`` picks it), capped at ``BEST_STATES_KEPT``."""
-
-    def __init__(self) -> None:
-        self._items: list[tuple[float, int, Any]] = []
-        self._seq = 0
-
-    def add(self, cost: float, state: Any) -> bool:
-        """Add one; True if it is the new best."""
-        is_best = not self._items or cost < self._items[0][0]
-        self._seq += 1
-        item = (cost, self._seq, state)
-        lo, hi = 0, len(self._items)
-        while lo < hi:  # bisect on (cost, seq): states themselves do not compare
-            mid = (lo + hi) // 2
-            if self._items[mid][:2] < item[:2]:
-                lo = mid + 1
-            else:
-                hi = mid
-        self._items.insert(lo, item)
-        del self._items[BEST_STATES_KEPT:]
-        return is_best
-
-    @property
-    def best(self) -> tuple[float, Any] | None:
-        return (self._items[0][0], self._items[0][2]) if self._items else None
-
-    def states(self) -> list[Any]:
-        return [s for _, _, s in self._items]
 
 
 # ---- the tuning run -----------------------------------------------------------------------------
@@ -317,13 +250,17 @@ class _Run:
             getattr(search_policy, "cost_model", None) if search_policy is not None
             else default_cost_model(options.seed))
         self.log_path = None if options.log_file is None else os.fspath(options.log_file)
-        self.recorder = None if self.log_path is None else RecordToFile(self.log_path)
-        self.measured_keys: set[str] = set()
-        self.best = _BestStates()
-        self.trials = 0
-        self.errors = 0
-        self.consecutive_errors = 0
-        self.last_improvement = 0  # trial count at the last improvement of the best
+        # Given ones are used as given and left open; "local" ones are created here (their
+        # workers start on first use) and closed by ``run``.
+        self.own_builder = options.builder == "local"
+        self.own_runner = options.runner == "local"
+        builder = LocalBuilder() if self.own_builder else options.builder
+        runner = LocalRunner() if self.own_runner else options.runner
+        assert isinstance(builder, LocalBuilder) and isinstance(runner, LocalRunner)
+        self.measurer = ProgramMeasurer(
+            builder, runner, None if self.log_path is None else RecordToFile(self.log_path),
+            verbose=max(0, options.verbose - 1), logger=logger)
+        self.stats = self.measurer.stats(task.workload_key)
         self.resumed = 0
         self.search_seconds = 0.0
         self.model_seconds = 0.0
@@ -347,17 +284,18 @@ class _Run:
         """``[matmul(1024, 1024, 1024)] trials 128/200 | best 0.52 ms 4130 GFLOPS | round best
         0.61 ms | errors 3 | 41 s elapsed, ~23 s left``."""
         budget = self.opts.num_measure_trials
-        b = self.best.best
+        b = self.stats.best.best
         best = "-" if b is None else f"{format_seconds(b[0])}{_gflops_part(self._gflops(b[0]))}"
         rb = "-" if round_best is None else format_seconds(round_best)
         now = time.monotonic()
-        left = budget - self.trials
+        trials = self.stats.trials
+        left = budget - trials
         eta = ""
-        if self.trials and left > 0:
+        if trials and left > 0:
             # The average time per trial so far (search + measurement): rounds cost about the same.
-            eta = f", ~{format_duration((now - self.t_loop) / self.trials * left)} left"
-        return (f"{self.tag} trials {self.trials}/{budget} | best {best} | round best {rb} | "
-                f"errors {self.errors} | {format_duration(now - self.t_start)} elapsed{eta}")
+            eta = f", ~{format_duration((now - self.t_loop) / trials * left)} left"
+        return (f"{self.tag} trials {trials}/{budget} | best {best} | round best {rb} | "
+                f"errors {self.stats.errors} | {format_duration(now - self.t_start)} elapsed{eta}")
 
     # ---- set-up ----
     def make_policy(self) -> Any:
@@ -390,23 +328,18 @@ class _Run:
                 # not compare with ours.
                 other_target += 1
                 continue
-            try:
-                state = self.task.compute_dag.replay(line.steps)
-            except Exception as err:  # noqa: BLE001 - steps from a file may fail in any way
-                warner(line.lineno, f"its steps do not replay on {self.task.desc}: "
-                                    f"{type(err).__name__}: {str(err)[:200]}")
+            inp = record_to_input(line, self.task, warner)
+            if inp is None:
                 continue
-            self.measured_keys.add(state.canonical_key())
-            inputs.append(MeasureInput(self.task, state))
+            self.stats.add_resumed(inp.state, line.result, valid=line.is_valid)
+            inputs.append(inp)
             results.append(line.result)
-            if line.is_valid:
-                self.best.add(line.result.mean_cost, state)
         warner.finish()
         self.resumed = len(inputs)
         if inputs and self.model is not None:
             self.model.update(inputs, results)
         if self.resumed or other_target:
-            b = self.best.best
+            b = self.stats.best.best
             best = ("no valid record" if b is None
                     else f"best {format_seconds(b[0])}{_gflops_part(self._gflops(b[0]))}")
             other = (f"; {other_target} record(s) from another CPU/toolchain ignored"
@@ -453,91 +386,38 @@ class _Run:
             self.say(f"{self.tag} default schedule {self.default_note}")
 
     # ---- the loop ----
-    def round(self, builder: LocalBuilder, runner: LocalRunner) -> str | None:
+    def round(self) -> str | None:
         """One round; returns why tuning stops, or None to go on."""
-        opts = self.opts
-        n = min(opts.num_measures_per_round, opts.num_measure_trials - self.trials)
+        opts, key, st = self.opts, self.task.workload_key, self.stats
+        n = min(opts.num_measures_per_round, opts.num_measure_trials - st.trials)
         t0 = time.monotonic()
-        proposed = self.policy.generate_measure_candidates(n, self.measured_keys,
-                                                           self.best.states())
+        proposed = self.policy.generate_measure_candidates(n, st.measured_keys, st.best.states())
         self.search_seconds += time.monotonic() - t0
         stats = getattr(self.policy, "last_round_stats", None)
         if stats:
             logger.info("%s search: %s", self.task.desc, ", ".join(
                 f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()))
-        states, seen = [], set()
-        for s in proposed or ():
-            k = s.canonical_key()
-            # The contract says no repeats; a policy that slips must not cost measurements.
-            if k in self.measured_keys or k in seen:
-                continue
-            seen.add(k)
-            states.append(s)
-            if len(states) == n:
-                break
+        # The contract says no repeats; a policy that slips must not cost measurements.
+        states = self.measurer.new_states(key, proposed or (), n)
         if not states:
             return "the search found no new candidates (search space exhausted)"
         inputs = [MeasureInput(self.task, s) for s in states]
         t0 = time.monotonic()
-        try:
-            results = measure_batch(inputs, builder, runner, verbose=max(0, opts.verbose - 1))
-        except Exception as err:  # noqa: BLE001 - a measurement failure is the batch's, not ours
-            logger.exception("measuring a batch of %d candidates failed", len(inputs))
-            msg = f"measurement failed: {type(err).__name__}: {err}"
-            results = [MeasureResult((), int(MeasureErrorNo.UNKNOWN), msg) for _ in inputs]
+        results = self.measurer.measure(inputs)
         self.measure_seconds += time.monotonic() - t0
-        round_best: float | None = None
-        last_error = ""
-        with _sigint_deferred():
-            if self.recorder is not None:
-                try:
-                    self.recorder(inputs, results)
-                except RecordFileError as err:
-                    # The log is cut back to whole lines; the batch is abandoned (not booked, not
-                    # counted), as on Ctrl-C, so that the result agrees with the log.
-                    logger.error("%s: %s", self.task.desc, err)
-                    return (f"{STOP_LOG_FAILED}: {err}; the last {len(inputs)} measurement(s) "
-                            "are not counted")
-            for inp, res in zip(inputs, results):
-                self.trials += 1
-                self.measured_keys.add(inp.state.canonical_key())
-                if res.ok and res.costs:
-                    self.consecutive_errors = 0
-                    cost = res.mean_cost
-                    round_best = cost if round_best is None else min(round_best, cost)
-                    if self.best.add(cost, inp.state):
-                        self.last_improvement = self.trials
-                else:
-                    self.errors += 1
-                    self.consecutive_errors += 1
-                    last_error = f"{_error_name(res.error_no)}: {res.error_msg[:200]}"
-                    logger.debug("%s candidate failed: %s", self.task.desc, last_error)
+        stop = self.measurer.commit(key, inputs, results)
+        if stop is not None:
+            return stop
         if self.model is not None:
             t1 = time.monotonic()
             self.model.update(inputs, results)
             self.model_seconds += time.monotonic() - t1
-        self.say(self.progress_line(round_best))
-        if self.consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
-            why = (f"{self.consecutive_errors} measurements in a row failed (last: "
-                   f"{last_error.splitlines()[0] if last_error else '?'}); set the logger "
-                   f"'ansor.tune' to DEBUG to see every error")
-            logger.warning("%s: stopping: %s", self.task.desc, why)
-            return "too many errors: " + why
-        if opts.early_stopping is not None and \
-                self.trials - self.last_improvement >= opts.early_stopping:
-            return (f"early stopping: no improvement in the last "
-                    f"{self.trials - self.last_improvement} trials")
-        if self.trials >= opts.num_measure_trials:
-            return STOP_BUDGET
-        return None
+        costs = [r.mean_cost for r in results if is_valid(r)]
+        self.say(self.progress_line(min(costs) if costs else None))
+        return self.measurer.stop_reason(key, opts.num_measure_trials, opts.early_stopping)
 
     def run(self) -> TuneResult:
         opts = self.opts
-        own_builder = opts.builder == "local"
-        own_runner = opts.runner == "local"
-        builder = LocalBuilder() if own_builder else opts.builder
-        runner = LocalRunner() if own_runner else opts.runner
-        assert isinstance(builder, LocalBuilder) and isinstance(runner, LocalRunner)
         stop = ""
         try:
             try:
@@ -548,34 +428,34 @@ class _Run:
                 self.resume()
                 if self.policy is None:
                     self.policy = self.make_policy()
-                self.measure_default(builder, runner)
+                self.measure_default(self.measurer.builder, self.measurer.runner)
                 self.t_loop = time.monotonic()
                 if opts.num_measure_trials == 0:
                     stop = STOP_BUDGET
                 while not stop:
-                    stop = self.round(builder, runner) or ""
+                    stop = self.round() or ""
             except KeyboardInterrupt:
                 # The batch under way (if any) is abandoned: not recorded, not counted.
                 stop = STOP_INTERRUPTED
-                logger.info("%s: interrupted after %d trials", self.task.desc, self.trials)
+                logger.info("%s: interrupted after %d trials", self.task.desc, self.stats.trials)
         finally:
-            if own_builder:
-                builder.close()
-            if own_runner:
-                runner.close()
+            if self.own_builder:
+                self.measurer.builder.close()
+            if self.own_runner:
+                self.measurer.runner.close()
         result = self.result(stop)
         if opts.verbose >= 1:
             print(result.summary(), flush=True)
         return result
 
     def result(self, stop: str) -> TuneResult:
-        b = self.best.best
+        b = self.stats.best.best
         cost = None if b is None else b[0]
         speedup = (self.default_cost / cost
                    if cost is not None and self.default_cost is not None and cost > 0 else None)
         return TuneResult(
             task_desc=self.task.desc, best_state=None if b is None else b[1], best_cost=cost,
-            best_gflops=self._gflops(cost), trials=self.trials, errors=self.errors,
+            best_gflops=self._gflops(cost), trials=self.stats.trials, errors=self.stats.errors,
             wall_seconds=time.monotonic() - self.t_start, default_cost=self.default_cost,
             speedup_over_default=speedup, log_file=self.log_path, stop_reason=stop,
             resumed_records=self.resumed, search_seconds=self.search_seconds,

@@ -153,6 +153,15 @@ class LGBModel(CostModel):
         self._maybe_train(force=added > 0)
         return added
 
+    def update_from_records(self, records: Iterable[tuple[Any, Any]]) -> int:
+        """Learn from ``(MeasureInput, MeasureResult)`` pairs, as the records layer reads them
+        (``ansor.records.load_records``), training once at the end; returns the number added."""
+        added = 0
+        for inp, res in records:
+            added += self.add(inp.task.workload_key, inp.state, _cost_of(res))
+        self._maybe_train(force=added > 0)
+        return added
+
     def _maybe_train(self, force: bool = False) -> None:
         n = self.num_samples()
         if n < self.params.min_train_samples:

@@ -143,15 +143,21 @@ def config_of(rec: ConfigRecord, task: "TemplateTask") -> ConfigEntity | None:
 def best_config_record(log_file: str | os.PathLike, task: "TemplateTask"
                        ) -> tuple[ConfigEntity | None, "State"]:
     """The best valid record of ``task`` in ``log_file``: (its configuration or None, its state
-    replayed on the task's DAG). ``ansor.records.NoRecordError`` when there is none."""
-    from ..records import NoRecordError, describe_missing
+    replayed on the task's DAG). ``ansor.records.NoRecordError`` when there is none. Streams,
+    and replays only records that beat the best so far; one whose steps do not replay is
+    skipped with a ``RecordWarning`` naming its line."""
+    from ..records import NoRecordError, describe_missing, record_to_input
 
-    best: ConfigRecord | None = None
+    best: tuple[ConfigRecord, "State"] | None = None
     cost = MAX_FLOAT
+    warner = LineWarner(os.fspath(log_file))
     for rec in iter_config_records(log_file):
         if rec.line.workload_key == task.workload_key and rec.line.is_valid \
                 and rec.line.result.mean_cost < cost:
-            best, cost = rec, rec.line.result.mean_cost
+            inp = record_to_input(rec.line, task.search_task, warner)
+            if inp is not None:
+                best, cost = (rec, inp.state), rec.line.result.mean_cost
+    warner.finish()
     if best is None:
         raise NoRecordError(describe_missing(log_file, task.search_task))
-    return config_of(best, task), task.dag.replay(best.line.steps)
+    return config_of(best[0], task), best[1]

@@ -7,8 +7,9 @@ way for all of them, so that they differ in their search alone:
 * each proposed index is instantiated in this process; a configuration whose steps do not apply
   becomes an INSTANTIATION_ERROR result (recorded and counted like any failed measurement, never
   raised);
-* the valid states are measured together by ``measure_batch`` (the auto-scheduler's builder and
-  runner) and every result is appended to the log at once, with its configuration
+* the valid states are measured together by the auto-scheduler's ``ProgramMeasurer``
+  (``ansor.measurer``: builder and runner, error wrapping, stop rules, Ctrl-C held back while a
+  batch is booked) and every result is appended to the log at once, with its configuration
   (``records.ConfigRecordToFile``); the log path is checked before anything is measured, and a
   batch that cannot be written (a full disk) ends the run, the log keeping whole lines only;
 * with an existing log, the run resumes: configurations already in it (same template and space,
@@ -23,7 +24,6 @@ way for all of them, so that they differ in their search alone:
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
@@ -31,23 +31,24 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from measure.local import measure_batch
 from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
-from measure.record import RecordFileError, check_log_file, target_summary, truncate_msg
+from measure.record import check_log_file, target_summary, truncate_msg
 from measure.runtime import check_num_threads
 
+from ..measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
+                        ProgramMeasurer, TaskStats)
+from ..records import record_to_input
 from .measure import MeasureOption
 from .records import ConfigRecord, ConfigRecordToFile, config_of, iter_config_records
 from .space import ConfigEntity
 from .task import InstantiationError, TemplateTask
 
-__all__ = ["DEFAULT_BATCH_SIZE", "MAX_CONSECUTIVE_ERRORS", "TuneSummary", "Tuner"]
+__all__ = ["DEFAULT_BATCH_SIZE", "MAX_CONSECUTIVE_ERRORS", "STOP_BUDGET", "STOP_INTERRUPTED",
+           "STOP_LOG_FAILED", "TuneSummary", "Tuner"]
 
 logger = logging.getLogger("ansor.autotvm")
 
 DEFAULT_BATCH_SIZE = 64
-# As the auto-scheduler: this many failures in a row means the space or the machine is broken.
-MAX_CONSECUTIVE_ERRORS = 150
 # Rounds in a row in which the tuner proposed nothing new before the loop gives up on it.
 MAX_EMPTY_ROUNDS = 3
 # Random draws tried before enumerating the unvisited configurations of a small space.
@@ -55,11 +56,7 @@ RANDOM_DRAWS = 64
 # Enumerating unvisited configurations is fine up to this many (a list of ints).
 MAX_ENUMERATE = 1 << 21
 
-STOP_BUDGET = "trial budget reached"
-STOP_INTERRUPTED = "interrupted (Ctrl-C)"
 STOP_EXHAUSTED = "the space is exhausted (every configuration measured)"
-# A batch could not be appended to the log (a full disk): the run ends with what the log holds.
-STOP_LOG_FAILED = "the log file could not be written"
 
 Callback = Callable[["Tuner", Sequence[MeasureInput], Sequence[MeasureResult]], None]
 
@@ -209,8 +206,10 @@ class _Session:
         self.recorder = None if self.log_path is None else ConfigRecordToFile(
             self.log_path, self.task.template.name, self.task.space.signature)
         self.flop = self.task.flop
-        self.trials = self.errors = self.consecutive_errors = self.resumed = 0
-        self.last_improvement = 0
+        self.resumed = 0
+        # Trials, errors and the best cost, kept by the measurer (``run`` creates it) in here.
+        self.stats = TaskStats()
+        self.measurer: ProgramMeasurer | None = None
         self.curve: list[float] = []
         self.last_current = 0.0  # the best score of the latest batch ("Current" in progress)
         self.t_start = time.monotonic()
@@ -222,7 +221,7 @@ class _Session:
 
     def progress(self, current: float, done: bool = False) -> str:
         return (f"{self.tag} Current/Best: {current:8.2f}/{self.tuner.best_gflops:8.2f} GFLOPS | "
-                f"Progress: ({self.trials}/{self.n_trial}) | "
+                f"Progress: ({self.stats.trials}/{self.n_trial}) | "
                 f"{time.monotonic() - self.t_start:.2f} s" + (" Done." if done else ""))
 
     # ---- bookkeeping ----
@@ -260,6 +259,7 @@ class _Session:
             if state is not None:
                 key = state.canonical_key()
                 t._known_states[key] = max(score, t._known_states.get(key, 0.0))
+                self.stats.add_resumed(state, rec.line.result, valid=rec.line.is_valid)
             if cfg is not None and cfg.index not in t.visited:
                 t.visited.add(cfg.index)
                 indices.append(cfg.index)
@@ -276,16 +276,15 @@ class _Session:
                      f"{t.best_gflops:.2f} GFLOPS{other}")
 
     def _replay(self, rec: ConfigRecord) -> Any:
-        try:
-            return self.task.dag.replay(rec.line.steps)
-        except Exception as err:  # noqa: BLE001 - steps from a file may fail in any way
-            logger.info("record line %d does not replay: %s", rec.line.lineno, err)
-            return None
+        inp = record_to_input(rec.line, self.task.search_task, lambda lineno, why: logger.info(
+            "record line %d: %s", lineno, why))
+        return None if inp is None else inp.state
 
     # ---- one batch ----
-    def round(self, builder: Any, runner: Any) -> str | None:
-        t, task = self.tuner, self.task
-        n = min(self.batch_size, self.n_trial - self.trials)
+    def round(self) -> str | None:
+        t, task, measurer = self.tuner, self.task, self.measurer
+        assert measurer is not None
+        n = min(self.batch_size, self.n_trial - self.stats.trials)
         batch: list[int] = []
         seen: set[int] = set()
         for i in t.next_batch(n) or ():
@@ -327,16 +326,7 @@ class _Session:
                 batch_keys.add(key)
                 measured.append((i, cfg, state))
 
-        inputs = [MeasureInput(task.search_task, s) for _, _, s in measured]
-        results: list[MeasureResult] = []
-        if inputs:
-            try:
-                results = measure_batch(inputs, builder, runner, verbose=max(0, self.verbose - 1))
-            except Exception as err:  # noqa: BLE001 - a measurement failure is the batch's
-                logger.exception("measuring a batch of %d configurations failed", len(inputs))
-                results = [MeasureResult((MAX_FLOAT,), int(MeasureErrorNo.UNKNOWN),
-                                         f"measurement failed: {type(err).__name__}: {err}")
-                           for _ in inputs]
+        results = measurer.measure([MeasureInput(task.search_task, s) for _, _, s in measured])
 
         # In proposal order: the log, the curve and the tuner see the batch the same way.
         by_index = {i: (c, s, r) for (i, c, s), r in zip(measured, results)}
@@ -345,40 +335,30 @@ class _Session:
         all_inputs = [MeasureInput(task.search_task, init if s is None else s)
                       for _, _, s, _ in rows]
         all_results = [r for _, _, _, r in rows]
-        # Log first (durably), then book: a run killed now keeps this batch.
-        if self.recorder is not None and rows:
-            try:
-                self.recorder.write(all_inputs, all_results, [c for _, c, _, _ in rows])
-            except RecordFileError as err:
-                # The log is cut back to whole lines; the batch is abandoned (not booked, not
-                # counted), as on Ctrl-C, so that the result agrees with the log.
-                logger.error("%s: %s", task.name, err)
-                return (f"{STOP_LOG_FAILED}: {err}; the last {len(rows)} measurement(s) are not "
-                        "counted")
-
+        # Log first (durably, with each configuration), then book: a run killed now keeps this
+        # batch; one the log cannot take is abandoned and ends the run.
+        configs = [c for _, c, _, _ in rows]
+        write = None if self.recorder is None else (
+            lambda inputs, results: self.recorder.write(inputs, results, configs))
         indices: list[int] = []
         scores: list[float] = []
         current = 0.0
-        last_error = ""
-        for i, cfg, state, res in rows:
-            self.trials += 1
-            before = t.best_gflops
-            score = self.book(cfg, state, res) if state is not None else 0.0
-            if state is not None:
-                t._known_states[state.canonical_key()] = score
-            if score > 0:
-                self.consecutive_errors = 0
-            else:
-                self.errors += 1
-                self.consecutive_errors += 1
-                last_error = f"{_error_name(res.error_no)}: {res.error_msg[:200]}"
-                logger.debug("%s config %d failed: %s", task.name, i, last_error)
-            if t.best_gflops > before:
-                self.last_improvement = self.trials
-            current = max(current, score)
-            self.curve.append(t.best_gflops)
-            indices.append(i)
-            scores.append(score)
+
+        def book_rows() -> None:  # the tuner's view of the batch, booked with the measurer's
+            nonlocal current
+            for i, cfg, state, res in rows:
+                score = self.book(cfg, state, res) if state is not None else 0.0
+                if state is not None:
+                    t._known_states[state.canonical_key()] = score
+                current = max(current, score)
+                self.curve.append(t.best_gflops)
+                indices.append(i)
+                scores.append(score)
+
+        stop = measurer.commit(task.workload_key, all_inputs, all_results,
+                               states=[s for _, _, s, _ in rows], write=write, then=book_rows)
+        if stop is not None:
+            return stop
         reused += [(i, t._known_states.get(key, 0.0)) for i, key in later]
         for i, score in reused:
             indices.append(i)
@@ -389,35 +369,28 @@ class _Session:
         if rows:
             self.last_current = current
             self.say(self.progress(current))
-        if self.consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
-            return (f"too many errors: {self.consecutive_errors} in a row (last: "
-                    f"{last_error.splitlines()[0] if last_error else '?'})")
-        if self.early_stopping is not None and \
-                self.trials - self.last_improvement >= self.early_stopping:
-            return (f"early stopping: no improvement in the last "
-                    f"{self.trials - self.last_improvement} trials")
-        if self.trials >= self.n_trial:
-            return STOP_BUDGET
-        return ""
+        return measurer.stop_reason(task.workload_key, self.n_trial, self.early_stopping) or ""
 
     def run(self) -> TuneSummary:
         t = self.tuner
         stop = ""
         empty = 0
         try:
-            self.resume()
-            if self.n_trial == 0:
-                stop = STOP_BUDGET
-            if not t.has_next():
-                stop = STOP_EXHAUSTED
-            with contextlib.ExitStack() as stack:
-                if not stop:  # workers start only when something will be measured
-                    builder, runner = stack.enter_context(self.mo.open())
+            # The builder's and runner's workers start on their first use only.
+            with self.mo.open() as (builder, runner):
+                self.measurer = ProgramMeasurer(builder, runner, None,
+                                                verbose=max(0, self.verbose - 1), logger=logger)
+                self.stats = self.measurer.stats(self.task.workload_key)
+                self.resume()
+                if self.n_trial == 0:
+                    stop = STOP_BUDGET
+                if not t.has_next():
+                    stop = STOP_EXHAUSTED
                 while not stop:
                     if not t.has_next():
                         stop = STOP_EXHAUSTED
                         break
-                    out = self.round(builder, runner)
+                    out = self.round()
                     if out is None:
                         empty += 1
                         if empty >= MAX_EMPTY_ROUNDS:
@@ -432,14 +405,7 @@ class _Session:
             print(f"{self.tag} stopped: {stop}", flush=True)
         return TuneSummary(
             task_name=self.task.name, best_config=t.best_config, best_state=t.best_state,
-            best_cost=t.best_cost, best_gflops=t.best_gflops, trials=self.trials,
-            errors=self.errors, wall_seconds=time.monotonic() - self.t_start, stop_reason=stop,
+            best_cost=t.best_cost, best_gflops=t.best_gflops, trials=self.stats.trials,
+            errors=self.stats.errors, wall_seconds=time.monotonic() - self.t_start, stop_reason=stop,
             resumed_records=self.resumed, curve=tuple(self.curve), log_file=self.log_path)
-
-
-def _error_name(error_no: int) -> str:
-    try:
-        return MeasureErrorNo(error_no).name
-    except ValueError:
-        return f"error {error_no}"
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import ansor
-from ansor import tuning
+from ansor import measurer, tuning
 from ansor.cli import main
 from ansor.records import best_record, load_records
 from ansor.tuning import TuneResult, TuningOptions
@@ -290,7 +290,7 @@ def test_failing_candidates_do_not_crash_tuning(task, runner, tmp_path):
 
 
 def test_too_many_consecutive_errors_stop_the_run(task, runner, monkeypatch, capsys):
-    monkeypatch.setattr(tuning, "MAX_CONSECUTIVE_ERRORS", 4)
+    monkeypatch.setattr(measurer, "MAX_CONSECUTIVE_ERRORS", 4)
     good = i_split_states(task, [16])
     bad = i_split_states(task, [1, 2, 16, 32, 64], j=4)  # j by 4: the build fails
     with ansor.LocalBuilder(timeout=30, n_parallel=2,
