@@ -6,10 +6,11 @@ with numpy; ``ansor tune NAME --args ... --trials N --log FILE`` tunes any libra
 ``ansor workloads`` lists the operator library; ``ansor build NAME --args ...`` compiles a
 workload's default schedule, checks it against the numpy reference and times it;
 ``ansor records ...`` summarises, distills and re-measures tuning logs; ``ansor costmodel ...``
-evaluates and trains the cost model; ``ansor bench`` runs the benchmark suite.
+evaluates and trains the cost model; ``ansor network ...`` lists the network zoo, shows a
+network's tuning tasks and compiles and runs one; ``ansor bench`` runs the benchmark suite.
 
 This module assembles the parser and dispatches; each command group is a module of this package
-(``build``, ``tune``, ``records``, ``costmodel``).
+(``build``, ``tune``, ``records``, ``costmodel``, ``network``).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Sequence
 
 from measure.runtime import check_num_threads
 
-from . import build, costmodel, records, tune
+from . import build, costmodel, network, records, tune
 
 
 def _check_num_threads() -> bool:
@@ -61,9 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("bench", add_help=False, help="the benchmark suite: tune and time workloads "
                    "against numpy, PyTorch and TVM (ansor bench --help)")
     costmodel.add_parser(sub)
+    network.register(sub)
     ns = parser.parse_args(argv)
     runs_kernels = ns.command not in ("workloads", "records") or (
         ns.command == "records" and ns.records_command == "verify")
+    if ns.command == "network":
+        return int(ns.func(ns)) if _check_num_threads() else 2
     if runs_kernels and not _check_num_threads():
         return 2
     handlers = {None: build.cmd_default, "workloads": build.cmd_workloads,

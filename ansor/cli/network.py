@@ -12,9 +12,11 @@ from typing import Sequence
 
 import numpy as np
 
+from ansor import argtypes
+
 
 def _load(model: str, seq_len: int | None, image_size: int | None):
-    from . import frontend, networks
+    from ansor import frontend, networks
 
     if model.endswith(".onnx"):
         return frontend.from_onnx(model)
@@ -30,7 +32,7 @@ def _load(model: str, seq_len: int | None, image_size: int | None):
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from . import networks
+    from ansor import networks
 
     for name in networks.list_networks():
         print(name)
@@ -38,7 +40,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_tasks(args: argparse.Namespace) -> int:
-    from .graph.tasks import extract_tasks
+    from ansor.graph.tasks import extract_tasks
 
     g = _load(args.model, args.seq_len, args.image_size)
     tasks, weights = extract_tasks(g)
@@ -54,8 +56,8 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .graph import run as reference_run
-    from .graph.executor import compile_network
+    from ansor.graph import run as reference_run
+    from ansor.graph.executor import compile_network
 
     g = _load(args.model, args.seq_len, args.image_size)
     t0 = time.perf_counter()
@@ -113,8 +115,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             ("run", _cmd_run, "compile MODEL, check it against the reference, time it")):
         q = sub.add_parser(name, help=help_)
         q.add_argument("model", help="a zoo name or a path to an .onnx file")
-        q.add_argument("--seq-len", type=int, default=None, help="sequence length (bert-base-layer)")
-        q.add_argument("--image-size", type=int, default=None, help="image size (CNNs)")
+        q.add_argument("--seq-len", type=argtypes.count(1), default=None, help="sequence length (bert-base-layer)")
+        q.add_argument("--image-size", type=argtypes.count(1), default=None, help="image size (CNNs)")
         if name == "run":
             q.add_argument("--log", default=None, help="tuning records to take schedules from")
             q.add_argument("--strict", action="store_true", help="fail if a task has no record")

@@ -1,7 +1,11 @@
-"""``ansor network list / tasks / run`` (issue 16 item 5), through ``ansor.network_cli.main``."""
+"""``ansor network list / tasks / run`` (issue 16 item 5), through ``ansor.cli.main``."""
 import pytest
 
-from ansor.network_cli import main
+from ansor.cli import main as ansor_main
+
+
+def main(argv):
+    return ansor_main(["network", *argv])
 
 
 def test_list_and_tasks(capsys):
