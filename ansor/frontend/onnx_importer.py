@@ -1,0 +1,281 @@
+"""The ONNX importer's core: loading a model, the values it tracks and the node dispatch.
+
+``_Importer`` walks the graph in order, folds all-constant nodes (``onnx_fold.py``) and hands
+every other node to the handler registered for its op type in ``_HANDLERS``. The handlers live in
+per-family modules (``onnx_ops_elementwise.py``, ``onnx_ops_shape.py``, ``onnx_ops_nn.py``) that
+register themselves with ``_handles``; ``onnx.py`` imports them all and is the entry point.
+Each ONNX value is kept as a constant or as graph vars in the model's own layout and/or NHWC
+(``_Val``), so that layout conversions are added only where a value crosses layouts.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ..graph.builder import GraphBuilder, Var
+from ..graph.ir import DTYPES, Graph, GraphError, display_name
+from .onnx_fold import FOLD as _FOLD
+from .onnx_fold import NP_DTYPES as _NP_DTYPES
+from .onnx_fold import OnnxImportError
+from .onnx_fold import tensor_array as _tensor
+
+
+_TO_NHWC = (0, 2, 3, 1)
+_TO_NCHW = (0, 3, 1, 2)
+_NCHW_AXIS_IN_NHWC = {0: 0, 1: 3, 2: 1, 3: 2}
+
+
+@dataclass
+class _Val:
+    """An ONNX value during import: a constant array, or graph vars in plain (the model's own
+    layout) and/or NHWC form (4-D values only), with its logical (ONNX) shape."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    const: np.ndarray | None = None
+    plain: Var | None = None
+    nhwc: Var | None = None
+    # A [N, C*H*W] flatten of an NHWC map, kept in NHWC element order: (var [N, H*W*C], source
+    # ONNX name, C). A Gemm on it permutes its weight instead; any other reader materialises it.
+    flat_nhwc: tuple[Var, str, int] | None = None
+    # A 5-D value split from an NHWC map's channels ([N, A, B, H, W], ShuffleNet's channel
+    # shuffle), stored as ``var = value.transpose(perm)`` with the spatial axes kept inner-most
+    # but one: Transposes of it only change ``perm``; see _reshape_to.
+    permuted: tuple[Var, tuple[int, ...]] | None = None
+
+
+# ---- loading --------------------------------------------------------------------------------------
+
+def _load(model_or_path: Any) -> tuple[onnx.ModelProto, str]:
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path, "<ModelProto>"
+    if isinstance(model_or_path, (bytes, bytearray)):
+        data, where = bytes(model_or_path), "<bytes>"
+    elif isinstance(model_or_path, (str, os.PathLike)):
+        where = os.fspath(model_or_path)
+        try:
+            with open(where, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise OnnxImportError(f"{where}: cannot read the model file ({e.strerror or e})") from None
+    else:
+        raise TypeError(f"from_onnx: expected a path, bytes or onnx.ModelProto, got {type(model_or_path).__name__}")
+    try:
+        model = onnx.ModelProto()
+        model.ParseFromString(data)
+    except Exception as e:  # protobuf's DecodeError and friends
+        raise OnnxImportError(f"{where}: not a valid ONNX model (protobuf parse failed: {e}); "
+                              f"is the file truncated or not an .onnx file?") from None
+    # protobuf accepts many byte strings as a (mostly empty) message: check it looks like a model.
+    if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.node or not model.graph.output:
+        raise OnnxImportError(f"{where}: not a valid ONNX model (no ir_version, graph, nodes or outputs); "
+                              f"is the file truncated or not an .onnx file?")
+    return model, where
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    return 1
+
+
+# ---- the importer -----------------------------------------------------------------------------------
+
+class _Importer:
+    def __init__(self, model: onnx.ModelProto, where: str, shape: Any) -> None:
+        self.model, self.where, self.g = model, where, model.graph
+        self.opset = _opset(model)
+        self.b = GraphBuilder(model.graph.name or "onnx")
+        self.env: dict[str, _Val] = {}
+        self.out_names = [o.name for o in self.g.output]
+        self.uses: Counter[str] = Counter(i for n in self.g.node for i in n.input if i)
+        self.uses.update(self.out_names)
+        self.conv_of: dict[str, tuple[Var, Var, Var | None]] = {}  # conv output -> (conv, weight, bias)
+        self.shape_arg = shape
+
+    def err(self, node: onnx.NodeProto, msg: str) -> OnnxImportError:
+        return OnnxImportError(f"{self.where}: node {display_name(node.name or node.output[0])} "
+                               f"({node.op_type}): {msg}")
+
+    # -- values --
+    def val(self, name: str) -> _Val:
+        return self.env[name]
+
+    def plain(self, name: str) -> Var:
+        v = self.env[name]
+        if v.plain is None:
+            if v.const is not None:
+                v.plain = self.b.constant(self._const_dtype(v.const, name), name=f"{name}", copy=False)
+            elif v.flat_nhwc is not None:
+                v.plain = self.b.reshape(self.plain(v.flat_nhwc[1]), v.shape, name=name)
+            elif v.permuted is not None:
+                var, perm = v.permuted
+                v.plain = self.b.transpose(var, tuple(int(i) for i in np.argsort(perm)), name=name)
+            else:
+                # A graph output's NCHW twin takes the output's own name.
+                v.plain = self.b.transpose(v.nhwc, _TO_NCHW, name=name if name in self.out_names else f"{name}:nchw")
+        return v.plain
+
+    def nhwc(self, name: str) -> Var:
+        v = self.env[name]
+        if v.nhwc is None:
+            if v.const is not None:
+                arr = v.const.reshape((1,) * (4 - v.const.ndim) + v.const.shape)
+                v.nhwc = self.b.constant(self._const_dtype(np.ascontiguousarray(arr.transpose(_TO_NHWC)), name),
+                                         name=f"{name}:nhwc", copy=False)
+            else:
+                v.nhwc = self.b.transpose(v.plain, _TO_NHWC, name=f"{name}:nhwc")
+        return v.nhwc
+
+    def is_nhwc(self, name: str) -> bool:
+        v = self.env[name]
+        return v.const is None and v.nhwc is not None and v.plain is None
+
+    def _const_dtype(self, arr: np.ndarray, name: str) -> np.ndarray:
+        if str(arr.dtype) not in DTYPES:
+            raise OnnxImportError(f"{self.where}: constant {display_name(name)} has dtype {arr.dtype}, "
+                                  f"supported: {', '.join(DTYPES)}")
+        return arr
+
+    def set_plain(self, name: str, var: Var) -> None:
+        self.env[name] = _Val(var.shape, var.dtype, plain=var)
+
+    def set_nhwc(self, name: str, var: Var) -> None:
+        n, h, w, c = var.shape
+        self.env[name] = _Val((n, c, h, w), var.dtype, nhwc=var)
+
+    def set_const(self, name: str, arr: np.ndarray) -> None:
+        arr = np.asarray(arr)
+        self.env[name] = _Val(arr.shape, str(arr.dtype), const=arr)
+
+    def const_of(self, node: onnx.NodeProto, idx: int, what: str) -> np.ndarray | None:
+        if idx >= len(node.input) or not node.input[idx]:
+            return None
+        v = self.env[node.input[idx]]
+        if v.const is None:
+            raise self.err(node, f"{what} (input {idx}) must be a constant")
+        return v.const
+
+    # -- driver --
+    def inputs(self) -> None:
+        inits = {t.name for t in self.g.initializer}
+        for t in self.g.initializer:
+            self.set_const(t.name, _tensor(t, self.where))
+        real = [i for i in self.g.input if i.name not in inits]
+        given = self.shape_arg
+        if given is not None and not isinstance(given, Mapping):
+            if len(real) != 1:
+                raise OnnxImportError(f"{self.where}: shape= as one shape needs a model with one input; "
+                                      f"this one has {len(real)}: pass a dict {{input name: shape}}")
+            given = {real[0].name: given}
+        given = dict(given or {})
+        unknown = [k for k in given if k not in {i.name for i in real}]
+        if unknown:
+            raise OnnxImportError(f"{self.where}: shape= names unknown input(s) "
+                                  f"{', '.join(display_name(str(k)) for k in unknown)}; inputs: "
+                                  f"{', '.join(display_name(i.name) for i in real)}")
+        for i in real:
+            tt = i.type.tensor_type
+            dtype = _NP_DTYPES.get(tt.elem_type)
+            if dtype is None:
+                raise OnnxImportError(f"{self.where}: input {display_name(i.name)} has element type "
+                                      f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; supported: {', '.join(DTYPES)}")
+            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim]
+            shown = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+            if i.name in given:
+                shp = tuple(int(d) for d in given[i.name])
+                if not tt.HasField("shape"):
+                    pass
+                elif len(shp) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shp)):
+                    raise OnnxImportError(f"{self.where}: shape= gives {list(shp)} for input "
+                                          f"{display_name(i.name)}, which the model declares as {shown}")
+            elif not tt.HasField("shape") or any(d is None for d in dims):
+                example = ", ".join(str(d) if d is not None else "1" for d in dims) if tt.HasField("shape") else "..."
+                raise OnnxImportError(
+                    f"{self.where}: input {display_name(i.name)} has a dynamic or missing shape "
+                    f"({shown if tt.HasField('shape') else 'no shape'}); pass it explicitly, e.g. "
+                    f"from_onnx(..., shape={{{i.name!r}: ({example})}})")
+            else:
+                shp = tuple(dims)
+            self.set_plain(i.name, self.b.input(i.name, shp, dtype))
+
+    def check_supported(self) -> None:
+        bad: dict[str, list] = {}
+        for n in self.g.node:
+            key = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
+            if key not in _HANDLERS:
+                entry = bad.setdefault(key, [0, n.name or (n.output[0] if n.output else "?")])
+                entry[0] += 1
+        if bad:
+            lines = "; ".join(f"{op} x{cnt} (first: {display_name(first)})" for op, (cnt, first) in sorted(bad.items()))
+            raise OnnxImportError(f"{self.where}: unsupported ONNX operator(s): {lines}")
+
+    def run(self) -> Graph:
+        self.check_supported()
+        self.inputs()
+        for node in self.g.node:
+            for i in node.input:
+                if i and i not in self.env:
+                    raise self.err(node, f"input {display_name(i)} is not defined before it (graph not "
+                                         f"topologically sorted?)")
+            for o in node.output:
+                if o and o in self.env:
+                    raise self.err(node, f"output {display_name(o)} is already defined (the graph is not SSA)")
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            try:
+                if all(self.env[i].const is not None for i in node.input if i) and node.op_type in _FOLD:
+                    outs = _FOLD[node.op_type](self, node, attrs, [self.env[i].const if i else None
+                                                                   for i in node.input])
+                    for name, arr in zip(node.output, outs):
+                        self.set_const(name, arr)
+                    continue
+                _HANDLERS[node.op_type](self, node, attrs)
+            except (GraphError, ValueError, IndexError) as e:
+                if isinstance(e, OnnxImportError):
+                    raise
+                raise self.err(node, str(e)) from None
+        outs = []
+        for name in self.out_names:
+            if name not in self.env:
+                raise OnnxImportError(f"{self.where}: graph output {display_name(name)} is never computed")
+            var = self.plain(name)
+            if var.name != name:
+                var = self.b.add_node("identity", [var], {}, name)
+            outs.append(var)
+        return self.b.build(outs)
+
+    # -- shared node helpers --
+    def name_for(self, onnx_name: str, nhwc: bool = False) -> str:
+        # An NHWC value that is a graph output gets a suffix: its plain (NCHW) twin takes the name.
+        return f"{onnx_name}:nhwc" if nhwc and onnx_name in self.out_names else onnx_name
+
+    def single_output(self, node: onnx.NodeProto) -> None:
+        for extra in node.output[1:]:
+            if extra and self.uses[extra]:
+                raise self.err(node, f"only the first output is supported, but output "
+                                     f"{display_name(extra)} is used")
+
+
+# ---- node handlers ---------------------------------------------------------------------------------
+
+Handler = Callable[[_Importer, onnx.NodeProto, dict[str, Any]], None]
+_HANDLERS: dict[str, Handler] = {}
+
+
+def _handles(*ops: str) -> Callable[[Handler], Handler]:
+    def deco(fn: Handler) -> Handler:
+        for op in ops:
+            _HANDLERS[op] = fn
+        return fn
+    return deco
+
+
+def _const_only(imp: _Importer, node: onnx.NodeProto, attrs: dict[str, Any]) -> None:
+    raise imp.err(node, "supported only on constant inputs (it is evaluated at import)")

@@ -1,0 +1,67 @@
+"""The graph IR's basic records: the supported dtypes, ``GraphError``, a value's static
+``TensorType`` and the ``Node`` (one operator application).
+
+Kept apart from the op rules (``op_rules.py``) and the ``Graph`` (``ir.py``), which both build on
+these, so that neither has to import the other's module.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DTYPES = ("float32", "float64", "int32", "int64", "bool")
+
+
+class GraphError(ValueError):
+    """A malformed graph or node: wrong shapes, attributes, names or order."""
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """The static type of a value: a concrete shape (non-negative ints) and a dtype name."""
+
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        try:
+            shape = tuple(int(d) for d in self.shape)
+        except (TypeError, ValueError):
+            raise GraphError(f"shape must be a sequence of integers, got {self.shape!r}") from None
+        if any(d < 0 for d in shape) or any(isinstance(d, bool) for d in self.shape):
+            raise GraphError(f"shape must hold non-negative integers, got {self.shape!r}")
+        if self.dtype not in DTYPES:
+            raise GraphError(f"unsupported dtype {self.dtype!r}; supported: {', '.join(DTYPES)}")
+        object.__setattr__(self, "shape", shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __str__(self) -> str:
+        short = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "bool"}
+        return f"{short[self.dtype]}[{', '.join(map(str, self.shape))}]"
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """``name = op(*inputs, **attrs)``: one operator application producing the value ``name``
+    of type ``type``. ``inputs`` are value names; ``attrs`` are plain Python values (ints,
+    floats, strings, tuples)."""
+
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    attrs: Mapping[str, Any]
+    type: TensorType
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The value names this node defines (always exactly one: its own name)."""
+        return (self.name,)
