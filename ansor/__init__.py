@@ -15,6 +15,7 @@ from measure.local import measure_batch
 from measure.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 from measure.record import RecordToFile
 from measure.runner import LocalRunner
+from sketch.hardware import HardwareParams
 from sketch.loop_state import InvalidStepError, Iterator, Stage, State
 
 from .build_module import build
@@ -29,5 +30,6 @@ __all__ = [
     "MeasureErrorNo", "MeasureInput", "MeasureResult", "NoRecordError", "RecordToFile",
     "SearchTask", "Stage", "State", "TuneResult", "TuningOptions", "best_record", "build",
     "distill", "load_records", "make_workload", "measure_batch", "register_workload", "te",
+    "HardwareParams",
 ]
 __version__ = "0.1.0"

@@ -24,7 +24,7 @@ import logging
 import random
 import weakref
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from compute import expr as E
 from compute.compute_dag import ComputeDAG
@@ -32,10 +32,8 @@ from compute.tensor import ComputeOp
 
 from .loop_state import InvalidStepError, SplitRel, Stage, State
 from .lower import lower
+from .search_params import SearchParams
 from .transform_steps import AnnotationStep, FuseStep, PragmaStep, SplitStep, Step
-
-if TYPE_CHECKING:
-    from .search_policy import SearchParams
 
 logger = logging.getLogger("ansor.search")
 
@@ -45,8 +43,6 @@ UNROLL_PRAGMA = "auto_unroll_max_step$"
 def _default_params(params: "SearchParams | None") -> "SearchParams":
     if params is not None:
         return params
-    from .search_policy import SearchParams  # search_policy imports this module
-
     return SearchParams()
 
 
