@@ -113,7 +113,8 @@ def test_mutate_respects_the_weights():
     dag, pop = _population("matmul", 6)
     rng = random.Random(5)
     only_unroll = SearchParams(mutate_tile_size_weight=0, mutate_compute_location_weight=0,
-                               mutate_parallel_weight=0, mutate_auto_unroll_weight=1).with_hardware(host_hardware_params())
+                               mutate_parallel_weight=0, mutate_auto_unroll_weight=1
+                               ).with_hardware(host_hardware_params())
     assert {M.mutate(s, rng, only_unroll)[1] for s in pop} == {"auto_unroll"}
     kinds = Counter(M.mutate(pop[k % len(pop)], rng, PARAMS)[1] for k in range(400))
     assert kinds["tile_size"] > 300  # 0.90 of the weight (no compute_at to move here)
