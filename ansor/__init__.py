@@ -26,10 +26,10 @@ from .tuning import TuneResult, TuningOptions
 from . import frontend, graph, networks  # noqa: E402 - networks: ansor.networks.get(...); onnx loads lazily
 
 __all__ = [
-    "BuildResult", "ComputeDAG", "InvalidStepError", "Iterator", "LocalBuilder", "LocalRunner",
+    "BuildResult", "ComputeDAG", "HardwareParams",
+    "InvalidStepError", "Iterator", "LocalBuilder", "LocalRunner",
     "MeasureErrorNo", "MeasureInput", "MeasureResult", "NoRecordError", "RecordToFile",
     "SearchTask", "Stage", "State", "TuneResult", "TuningOptions", "best_record", "build",
     "distill", "load_records", "make_workload", "measure_batch", "register_workload", "te",
-    "HardwareParams",
 ]
 __version__ = "0.1.0"
