@@ -64,6 +64,7 @@ KNOWN_HIDDEN = frozenset({
     "sketch/loop_state.py",  # schedule IR (sketchcore)
     "ansor/records.py",  # records (measurer)
     "ansor/cli.py", "ansor/bench/suite.py",  # CLI and benchmark suite (cli)
+    "ansor/network_cli.py",  # network commands (network; on main, not yet on this branch)
 })
 
 
