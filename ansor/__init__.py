@@ -24,12 +24,15 @@ from .records import NoRecordError, best_record, distill, load_records
 from .search_task import SearchTask
 from .tuning import TuneResult, TuningOptions
 from . import frontend, graph, networks  # noqa: E402 - networks: ansor.networks.get(...); onnx loads lazily
+from .graph.executor import NetworkModule, UntunedTaskError, compile_network, load_module  # noqa: E402
+from .graph.tasks import extract_tasks  # noqa: E402
 
 __all__ = [
     "BuildResult", "ComputeDAG", "HardwareParams",
     "InvalidStepError", "Iterator", "LocalBuilder", "LocalRunner",
     "MeasureErrorNo", "MeasureInput", "MeasureResult", "NoRecordError", "RecordToFile",
     "SearchTask", "Stage", "State", "TuneResult", "TuningOptions", "best_record", "build",
-    "distill", "load_records", "make_workload", "measure_batch", "register_workload", "te",
+    "distill", "load_records", "compile_network", "extract_tasks", "load_module", "NetworkModule",
+    "UntunedTaskError", "make_workload", "measure_batch", "register_workload", "te",
 ]
 __version__ = "0.1.0"

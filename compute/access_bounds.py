@@ -274,22 +274,30 @@ def _analyse_op(op: ComputeOp) -> list[Access]:
     # that, selects whose branches share an operand (``select(x > 1, x - 1, x)`` nested n deep)
     # would be visited under 2^n chains.
     root: tuple = ()
-    contexts: dict[tuple[int, bool, int], tuple] = {}
+    contexts: dict[tuple, tuple] = {}
     narrowed: dict[int, dict[int, tuple[int, int]] | None] = {id(root): ranges}
     reads_data: dict[int, object] = {}
 
     def under(ctx: tuple, cond: E.Expr, positive: bool) -> tuple:
         if ctx and ctx[3]:
             return ctx
-        key = (id(cond), positive, id(ctx))
+        key: tuple = (id(cond), positive, id(ctx))
         sub = contexts.get(key)
         if sub is None:
-            closed = bool(E.fold(cond, lambda n, kids: isinstance(n, E.TensorLoad) or any(kids),
-                                 reads_data)) or len(contexts) >= MAX_CONTEXTS
-            sub = contexts[key] = (cond, positive, ctx, closed)
-            parent = narrowed[id(ctx)]
-            narrowed[id(sub)] = (parent if closed or parent is None
-                                 else _refine(parent, ((cond, positive),), ranges))
+            if (E.fold(cond, lambda n, kids: isinstance(n, E.TensorLoad) or any(kids), reads_data)
+                    or len(contexts) >= MAX_CONTEXTS):
+                # Every closed chain below ``ctx`` is the same for the analysis: one object.
+                closed_key = ("closed", id(ctx))
+                sub = contexts.get(closed_key)
+                if sub is None:
+                    sub = contexts[closed_key] = (None, True, ctx, True)
+                    narrowed[id(sub)] = narrowed[id(ctx)]
+            else:
+                sub = (cond, positive, ctx, False)
+                parent = narrowed[id(ctx)]
+                narrowed[id(sub)] = (None if parent is None
+                                     else _refine(parent, ((cond, positive),), ranges))
+            contexts[key] = sub
         return sub
 
     # Explicit stack (expressions may be deep): (node, context of the guards holding there).
@@ -324,7 +332,8 @@ def _guards_of(ctx: tuple) -> tuple[tuple[E.Expr, bool], ...]:
     out = []
     while ctx:
         cond, positive, ctx, _ = ctx
-        out.append((cond, positive))
+        if cond is not None:  # None: the closing marker
+            out.append((cond, positive))
     return tuple(reversed(out))
 
 

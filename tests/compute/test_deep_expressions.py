@@ -135,7 +135,7 @@ def _inputs():
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-@pytest.mark.parametrize("n", [400, 600, 5000, 20000])
+@pytest.mark.parametrize("n", [400, 600, 5000, pytest.param(20000, marks=pytest.mark.slow)])
 def test_dag_analyses_print_json_flops(shape, n):
     A, B, _ = SHAPES[shape](n)
     dag = ansor.ComputeDAG([A, B])
@@ -183,7 +183,7 @@ def test_lowering_interpreted_and_features(shape):
     assert np.isfinite(np.asarray(feats[0], dtype=float)).all()
 
 
-@pytest.mark.parametrize("shape", ["left", "reduction", "index"])
+@pytest.mark.parametrize("shape", ["left", pytest.param("reduction", marks=pytest.mark.slow), "index"])
 def test_sketches_samples_build_and_run(shape):
     from sketch.init_population import sample_initial_population
     from measure.target import host_hardware_params

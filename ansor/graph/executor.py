@@ -1,0 +1,391 @@
+"""Compile a whole network into native kernels and run it: ``compile_network``, ``load_module``.
+
+``compile_network(graph, log_file)`` fuses the graph, gives every fused subgraph a schedule -
+the best record of its task in ``log_file``, or else the rule-based untuned schedule
+(``untuned.untuned_schedule``) - and builds one kernel per subgraph. Untuned tasks are named
+loudly: a table (name, shape, weight, share of FLOPs) on stderr at compile time, and an error
+with ``strict=True`` (TVM fell back silently when a fused op changed a key, apache/tvm#7135).
+
+The result, a ``NetworkModule``, owns one buffer per graph input and output and a planned pool of
+intermediate buffers: a buffer whose last reader has run is reused for a later value of the same
+dtype and size. Each step's argument pointers are computed once at compile time, so a run is a
+loop of native calls (``benchmark`` reports the dispatch overhead beside the kernels' time).
+
+``export(path)`` writes a directory: ``module.json`` (the plan, input/output types, kernel
+argument specs), ``weights.npz`` (constants, loaded with ``allow_pickle=False``) and per kernel
+its LLVM IR and object code. ``load_module(path)`` rebuilds the module in a new process without
+records, graph or tuning: it parses JSON and arrays only; the object code is loaded when it was
+compiled by this toolchain, else the IR is compiled again. A module directory is code, like a
+shared library: load only modules you trust.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from compute import dtype as dt
+
+from ..build_module import build
+from .ir import Graph, GraphError, TensorType, display_name
+from .tasks import lower_groups, tasks_from_groups
+from .untuned import untuned_schedule
+
+FORMAT = "ansor-network-module"
+VERSION = 1
+
+
+class UntunedTaskError(RuntimeError):
+    """``compile_network(..., strict=True)`` found tasks with no record in the log."""
+
+
+@dataclass
+class _Step:
+    kernel: Any  # measure.kernel.Kernel
+    args: list[int]  # buffer ids
+    name: str  # subgraph name, for profiles
+
+
+class NetworkModule:
+    """A compiled network. ``run(inputs)`` -> ``{output name: array}``."""
+
+    def __init__(self, inputs: Mapping[str, TensorType], outputs: list[tuple[str, int]],
+                 specs: list[tuple], consts: Mapping[str, np.ndarray], input_buffers: dict[str, int],
+                 steps: list[_Step]):
+        self.input_types = dict(inputs)
+        self.output_names = [o for o, _ in outputs]
+        self._outputs = outputs
+        self._specs = specs
+        self._consts = dict(consts)
+        self._buffers = buffers = _materialise(specs, consts)
+        self._input_buffers = input_buffers
+        self._steps = steps
+        self._calls = [(s.kernel._fn, [buffers[b].ctypes.data for b in s.args]) for s in steps]
+        for s in steps:  # check every call once, as a Kernel call would, then call raw
+            s.kernel.arg_pointers(*[buffers[b] for b in s.args])
+
+    @property
+    def num_kernels(self) -> int:
+        return len(self._steps)
+
+    def _set_inputs(self, inputs: Mapping[str, Any]) -> None:
+        if not isinstance(inputs, Mapping):
+            raise TypeError(f"run takes a dict of input name -> array, got {type(inputs).__name__}")
+        unknown = [n for n in inputs if n not in self.input_types]
+        if unknown:
+            raise GraphError("unknown input name(s): " + ", ".join(display_name(str(n)) for n in unknown)
+                             + "; the network's inputs: " + ", ".join(display_name(n) for n in self.input_types))
+        missing = [n for n in self.input_types if n not in inputs]
+        if missing:
+            raise GraphError("missing input(s): " + ", ".join(display_name(n) for n in missing))
+        for name, t in self.input_types.items():
+            arr = inputs[name]
+            if not isinstance(arr, np.ndarray):
+                arr = np.asarray(arr)
+            if tuple(arr.shape) != t.shape:
+                raise GraphError(f"input {display_name(name)}: expected shape {list(t.shape)}, got {list(arr.shape)}")
+            if arr.dtype != dt.to_numpy(t.dtype):
+                raise GraphError(f"input {display_name(name)}: expected dtype {t.dtype}, got {arr.dtype}")
+            self._buffers[self._input_buffers[name]][...] = arr
+
+    def _execute(self) -> None:
+        for fn, ptrs in self._calls:
+            fn(*ptrs)
+
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run on named numpy inputs (exact shape and dtype); returns fresh output arrays."""
+        self._set_inputs(inputs)
+        self._execute()
+        return {name: self._buffers[b].copy() for name, b in self._outputs}
+
+    def benchmark(self, repeat: int = 5, min_repeat_ms: float = 100, warmup_ms: float = 200) -> dict[str, float]:
+        """Median seconds per inference (``mean``), the executor's own dispatch cost per inference
+        (``overhead``: the same loop of calls with a native no-op in place of each kernel) and its
+        share of ``mean`` (``overhead_share``); ``kernels`` is the number of kernel calls."""
+        self._execute()
+        t_end = time.perf_counter() + warmup_ms / 1e3
+        while time.perf_counter() < t_end:
+            self._execute()
+        t0 = time.perf_counter()
+        self._execute()
+        one = max(time.perf_counter() - t0, 1e-6)
+        number = max(1, int(min_repeat_ms / 1e3 / one))
+        times = []
+        for _ in range(max(1, repeat)):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                self._execute()
+            times.append((time.perf_counter() - t0) / number)
+        mean = float(np.median(times))
+        # Dispatch cost: the same loop over the calls with a no-op in place of each kernel.
+        noops: dict[int, Any] = {}
+        calls = [(noops.setdefault(len(ptrs), _native_noop(len(ptrs))), ptrs) for _, ptrs in self._calls]
+        t0 = time.perf_counter()
+        reps = 200
+        for _ in range(reps):
+            for fn, ptrs in calls:
+                fn(*ptrs)
+        overhead = (time.perf_counter() - t0) / reps
+        return {"mean": mean, "overhead": overhead, "overhead_share": overhead / mean if mean else 0.0,
+                "kernels": len(self._calls)}
+
+    # ---- export / load --------------------------------------------------------------------
+    def export(self, path: str | os.PathLike) -> Path:
+        """Write the module to directory ``path`` (created); returns it."""
+        out = Path(path)
+        out.mkdir(parents=True, exist_ok=True)
+        kernels: dict[int, int] = {}
+        kernel_list = []
+        plan = []
+        for s in self._steps:
+            if id(s.kernel) not in kernels:
+                kernels[id(s.kernel)] = len(kernel_list)
+                kernel_list.append(s.kernel)
+            plan.append({"kernel": kernels[id(s.kernel)], "args": s.args, "name": s.name})
+        for i, k in enumerate(kernel_list):
+            c = k.compiled
+            (out / f"kernel{i}.ll").write_text(c.llvm_ir)
+            (out / f"kernel{i}.o").write_bytes(c.object_code)
+        meta = {
+            "format": FORMAT, "version": VERSION,
+            "inputs": [{"name": n, "shape": list(t.shape), "dtype": t.dtype, "buffer": self._input_buffers[n]}
+                       for n, t in self.input_types.items()],
+            "outputs": [{"name": n, "buffer": b} for n, b in self._outputs],
+            "buffers": [list(sp) for sp in self._specs],
+            "kernels": [{"symbol": k.compiled.name, "toolchain": k.compiled.toolchain_key,
+                         "args": [{"name": a.name, "shape": list(a.shape), "dtype": a.dtype, "written": a.written}
+                                  for a in k.compiled.args]} for k in kernel_list],
+            "steps": plan,
+        }
+        np.savez(out / "weights.npz", **self._consts)
+        (out / "module.json").write_text(json.dumps(meta))
+        return out
+
+
+def _native_noop(nargs: int) -> Any:
+    """libc's ``labs`` behind a prototype of ``nargs`` pointers: a native call that does
+    nothing, to time what ctypes dispatch alone costs (extra register arguments are ignored)."""
+    import ctypes
+    import ctypes.util
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+    addr = ctypes.cast(libc.labs, ctypes.c_void_p).value
+    return ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nargs))(addr)
+
+
+def _plan_buffers(order: list[tuple[str, list[str]]], types: Mapping[str, TensorType], keep: set[str]
+                  ) -> dict[str, int]:
+    """Buffer id per intermediate value: a value takes a free buffer of its dtype and size (one
+    whose last reader ran before it is written), else a new one. ``order`` lists (written value,
+    values read) per step; ``keep`` values (outputs) never share."""
+    last_use: dict[str, int] = {}
+    for i, (_, reads) in enumerate(order):
+        for r in reads:
+            last_use[r] = i
+    assign: dict[str, int] = {}
+    free: dict[tuple[str, int], list[int]] = {}
+    n = 0
+    for i, (value, reads) in enumerate(order):
+        t = types[value]
+        key = (t.dtype, t.size)
+        if value not in keep and free.get(key):
+            assign[value] = free[key].pop()
+        else:
+            assign[value] = n
+            n += 1
+        for r in set(reads):
+            if r in assign and r not in keep and last_use.get(r) == i:
+                free.setdefault((types[r].dtype, types[r].size), []).append(assign[r])
+    return assign
+
+
+def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, strict: bool = False,
+                    verbose: bool = True, file: TextIO | None = None) -> NetworkModule:
+    """Build ``graph`` into a ``NetworkModule``: each task's best record in ``log_file``, else an
+    untuned rule-based schedule, named in a table on ``file`` (stderr) unless ``verbose=False``;
+    ``strict=True`` raises ``UntunedTaskError`` listing them instead."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"compile_network takes an ansor.graph.Graph, got {type(graph).__name__}")
+    occ = lower_groups(graph)
+    tasks, weights, task_of = tasks_from_groups(occ)
+    states: dict[int, Any] = {}
+    untuned: list[int] = []
+    if log_file is not None:
+        if not Path(log_file).exists():
+            raise FileNotFoundError(f"log file {os.fspath(log_file)!r} does not exist")
+        from ..records import best_record
+
+        for ti, t in enumerate(tasks):
+            best = best_record(log_file, t)
+            if best is not None:
+                states[ti] = best[0].state
+    untuned = [ti for ti in range(len(tasks)) if ti not in states]
+    if untuned:
+        table = untuned_table(tasks, untuned)
+        if strict:
+            raise UntunedTaskError(f"{len(untuned)} of {len(tasks)} task(s) have no record"
+                                   + (f" in {os.fspath(log_file)!r}" if log_file is not None else "")
+                                   + ":\n" + table)
+        if verbose:
+            print(f"ansor: {len(untuned)} of {len(tasks)} task(s) of {display_name(graph.name)} have no "
+                  f"tuning record and use an untuned schedule:\n{table}", file=file or sys.stderr)
+    # Buffers (``_materialise`` specs): graph inputs, planned intermediates/outputs (flat),
+    # constants and derived arrays, then views of flat buffers in each kernel argument's shape.
+    types = {**{n: graph.type_of(n) for n in graph.inputs}, **{n.name: n.type for n in graph.nodes}}
+    specs: list[tuple] = []
+    consts: dict[str, np.ndarray] = {}
+    ids: dict[str, int] = {}
+    for name, t in graph.inputs.items():
+        ids[name] = len(specs)
+        specs.append(("input", t.shape, t.dtype))
+    order = [(o.group.output, [v for v in o.lowered.inputs if isinstance(v, str)]) for o in occ]
+    planned = _plan_buffers(order, types, set(graph.outputs) | set(graph.inputs))
+    base = len(specs)
+    sizes: dict[int, tuple[int, str]] = {}
+    for value, bid in planned.items():
+        sizes.setdefault(bid, (types[value].size, types[value].dtype))
+    for bid in range(len(sizes)):
+        specs.append(("alloc", *sizes[bid]))
+    steps: list[_Step] = []
+    kernels: dict[tuple[str, int], Any] = {}
+    for i, o in enumerate(occ):
+        args = []
+        for v in o.lowered.inputs:
+            if isinstance(v, str) and v in ids:
+                args.append(ids[v])
+            elif isinstance(v, str) and v in graph.constants:
+                ids[v] = len(specs)
+                consts[f"c{len(specs)}"] = np.require(graph.constants[v], requirements="C")
+                specs.append(("const", f"c{len(specs)}"))
+                args.append(ids[v])
+            elif isinstance(v, str):
+                args.append(base + planned[v])
+            else:  # a derived array (an average pool's divisors)
+                consts[f"c{len(specs)}"] = v
+                args.append(len(specs))
+                specs.append(("const", f"c{len(specs)}"))
+        args.append(base + planned[o.group.output])
+        ti = task_of.get(i)
+        kkey = (o.dag.workload_key, ti if ti is not None and ti in states else -1)
+        if kkey not in kernels:
+            state = states[ti] if kkey[1] >= 0 else untuned_schedule(o.dag)[0]
+            kernels[kkey] = build(state)
+        steps.append(_Step(kernels[kkey], args, o.group.name))
+    views: dict[tuple[int, tuple[int, ...]], int] = {}
+
+    def view(bid: int, shape: tuple[int, ...]) -> int:
+        if specs[bid][0] != "alloc":
+            return bid
+        if (bid, shape) not in views:
+            views[(bid, shape)] = len(specs)
+            specs.append(("view", bid, shape))
+        return views[(bid, shape)]
+
+    for st in steps:
+        st.args = [view(b, tuple(a.shape)) for b, a in zip(st.args, st.kernel.args)]
+    outputs = [(o, view(ids[o] if o in ids else base + planned[o], types[o].shape)) for o in graph.outputs]
+    return NetworkModule(dict(graph.inputs), outputs, specs, consts, {n: ids[n] for n in graph.inputs}, steps)
+
+
+def _materialise(specs: list[tuple], consts: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """The arrays of buffer ``specs``: ``("input", shape, dtype)``, ``("alloc", size, dtype)``
+    (flat), ``("const", key)`` (``consts[key]``), ``("view", buffer, shape)``."""
+    out: list[np.ndarray] = []
+    for spec in specs:
+        kind = spec[0]
+        if kind == "input":
+            out.append(np.zeros(spec[1], dt.to_numpy(spec[2])))
+        elif kind == "alloc":
+            out.append(np.zeros(spec[1], dt.to_numpy(spec[2])))
+        elif kind == "const":
+            out.append(np.require(consts[spec[1]], requirements="C"))  # keeps 0-d arrays 0-d
+        else:
+            flat = out[spec[1]]
+            out.append(flat[:int(np.prod(spec[2]))].reshape(spec[2]))
+    return out
+
+
+def untuned_table(tasks: list, which: list[int]) -> str:
+    """``| ID | task | shape | weight | FLOP share |`` for the tasks ``which``."""
+    total = sum(t.flop_count * t.weight for t in tasks) or 1.0
+    rows = [("ID", "subgraph", "weight", "FLOPs share")]
+    for ti in which:
+        t = tasks[ti]
+        rows.append((str(ti), t.desc, str(t.weight), f"{100 * t.flop_count * t.weight / total:.1f}%"))
+    widths = [max(len(r[c]) for r in rows) for c in range(4)]
+    return "\n".join("| " + " | ".join(v.ljust(w) for v, w in zip(r, widths)) + " |" for r in rows)
+
+
+def _module_error(path: Path, msg: str) -> GraphError:
+    return GraphError(f"{path}: not a compiled network module: {msg}")
+
+
+def load_module(path: str | os.PathLike) -> NetworkModule:
+    """Load a module written by ``NetworkModule.export`` (JSON, npz without pickle, and the
+    module's own kernels: object code if this toolchain compiled it, else its LLVM IR again)."""
+    from measure.kernel import ArgSpec, CompiledObject, Kernel, compile_object  # noqa: F401
+    from measure import target
+
+    root = Path(path)
+    meta_file = root / "module.json"
+    if not meta_file.is_file():
+        raise FileNotFoundError(f"{root}: no module.json (export a module with lib.export(path))")
+    try:
+        meta = json.loads(meta_file.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _module_error(meta_file, f"invalid JSON ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise _module_error(meta_file, f"expected format {FORMAT!r} version {VERSION}")
+    try:
+        with np.load(root / "weights.npz", allow_pickle=False) as z:
+            consts = {k: z[k] for k in z.files}
+        inputs = {i["name"]: TensorType(tuple(i["shape"]), i["dtype"]) for i in meta["inputs"]}
+        input_buffers = {i["name"]: int(i["buffer"]) for i in meta["inputs"]}
+        outputs = [(o["name"], int(o["buffer"])) for o in meta["outputs"]]
+        specs = []
+        for sp in meta["buffers"]:
+            kind = sp[0]
+            if kind in ("input",):
+                specs.append((kind, tuple(int(d) for d in sp[1]), str(sp[2])))
+            elif kind == "alloc":
+                specs.append((kind, int(sp[1]), str(sp[2])))
+            elif kind == "const":
+                if sp[1] not in consts:
+                    raise _module_error(root, f"weights.npz has no array {sp[1]!r}")
+                specs.append((kind, str(sp[1])))
+            elif kind == "view" and 0 <= int(sp[1]) < len(specs):
+                specs.append((kind, int(sp[1]), tuple(int(d) for d in sp[2])))
+            else:
+                raise _module_error(meta_file, f"bad buffer entry {sp!r}")
+        kernels = []
+        for i, k in enumerate(meta["kernels"]):
+            args = tuple(ArgSpec(str(a["name"]), tuple(int(d) for d in a["shape"]), str(a["dtype"]),
+                                 bool(a["written"])) for a in k["args"])
+            ir = (root / f"kernel{i}.ll").read_text()
+            if k["toolchain"] == target.toolchain_key():
+                obj = (root / f"kernel{i}.o").read_bytes()
+            else:  # another LLVM/CPU: compile the module's own IR for this one
+                import llvmlite.binding as llvm
+
+                mod = llvm.parse_assembly(ir)
+                mod.verify()
+                target.optimize(mod)
+                obj = bytes(target.target_machine().emit_object(mod))
+            kernels.append(Kernel(CompiledObject(str(k["symbol"]), obj, ir, args, target.toolchain_key(), 0.0)))
+        steps = [_Step(kernels[int(s["kernel"])], [int(b) for b in s["args"]], str(s["name"]))
+                 for s in meta["steps"]]
+        for s in steps:
+            if any(not 0 <= b < len(specs) for b in s.args):
+                raise _module_error(meta_file, f"step {s.name!r} names a buffer out of range")
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        if isinstance(e, GraphError):
+            raise
+        raise _module_error(root, f"{type(e).__name__}: {e}") from None
+    return NetworkModule(inputs, outputs, specs, consts, input_buffers, steps)

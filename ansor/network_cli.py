@@ -1,0 +1,130 @@
+"""``ansor network ...``: list the zoo, show a network's tasks, compile and run a network.
+
+MODEL is a zoo name (``ansor network list``) or a path to an ``.onnx`` file. ``register(sub)``
+adds the ``network`` command to an argparse subparsers object; ``main(argv)`` runs it alone.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Sequence
+
+import numpy as np
+
+
+def _load(model: str, seq_len: int | None, image_size: int | None):
+    from . import frontend, networks
+
+    if model.endswith(".onnx"):
+        return frontend.from_onnx(model)
+    kwargs = {}
+    if seq_len is not None:
+        kwargs["seq_len"] = seq_len
+    if image_size is not None:
+        kwargs["image_size"] = image_size
+    if model not in networks.list_networks():
+        raise SystemExit(f"ansor network: unknown model {model!r}: not a zoo name "
+                         f"({', '.join(networks.list_networks())}) nor a .onnx path")
+    return networks.get(model, **kwargs)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from . import networks
+
+    for name in networks.list_networks():
+        print(name)
+    return 0
+
+
+def _cmd_tasks(args: argparse.Namespace) -> int:
+    from .graph.tasks import extract_tasks
+
+    g = _load(args.model, args.seq_len, args.image_size)
+    tasks, weights = extract_tasks(g)
+    total = sum(t.flop_count * w for t, w in zip(tasks, weights)) or 1.0
+    rows = [("ID", "subgraph", "weight", "MFLOP", "share")]
+    for i, (t, w) in enumerate(zip(tasks, weights)):
+        rows.append((str(i), t.desc, str(w), f"{t.flop_count / 1e6:.2f}", f"{100 * t.flop_count * w / total:.1f}%"))
+    widths = [max(len(r[c]) for r in rows) for c in range(5)]
+    for r in rows:
+        print("| " + " | ".join(v.ljust(wd) for v, wd in zip(r, widths)) + " |")
+    print(f"{len(tasks)} tasks, {sum(weights)} subgraphs, {total / 1e9:.3f} GFLOP per inference")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .graph import run as reference_run
+    from .graph.executor import compile_network
+
+    g = _load(args.model, args.seq_len, args.image_size)
+    t0 = time.perf_counter()
+    lib = compile_network(g, log_file=args.log, strict=args.strict)
+    print(f"compiled {lib.num_kernels} kernels in {time.perf_counter() - t0:.1f} s")
+    rng = np.random.default_rng(0)
+    x = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in g.inputs.items()}
+    out, ref = lib.run(x), reference_run(g, x)
+    worst = max(float(np.abs(out[k] - ref[k]).max() / (np.abs(ref[k]).max() or 1.0)) for k in ref)
+    print(f"max error against the numpy reference (relative to the largest output): {worst:.2e}")
+    b = lib.benchmark()
+    print(f"ansor: {b['mean'] * 1e3:.3f} ms per inference (executor overhead {b['overhead'] * 1e6:.1f} us, "
+          f"{100 * b['overhead_share']:.2f}%)")
+    if args.model.endswith(".onnx"):
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            print("onnxruntime: not installed")
+        else:
+            print(f"onnxruntime: {_ort_latency(ort, args.model) * 1e3:.3f} ms per inference")
+    else:
+        print("onnxruntime/PyTorch: no reference model for a zoo network (pass an .onnx file)")
+    return 1 if worst > 1e-3 else 0
+
+
+def _ort_latency(ort, path: str, repeat: int = 5) -> float:
+    """Median seconds per onnxruntime inference of the model file on random inputs of its own
+    declared shapes and layout (latency does not depend on the values), with as many intra-op
+    threads as ansor uses."""
+    from measure.runtime import num_threads
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = num_threads()
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for i in sess.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in i.shape]
+        feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+    sess.run(None, feeds)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``network {list, tasks, run}`` to ``subparsers``."""
+    p = subparsers.add_parser("network", help="whole networks: list the zoo, show tasks, compile and run")
+    sub = p.add_subparsers(dest="network_command", required=True)
+    sub.add_parser("list", help="the zoo's network names").set_defaults(func=_cmd_list)
+    for name, fn, help_ in (("tasks", _cmd_tasks, "the tuning tasks of MODEL (id, subgraph, weight, FLOPs)"),
+                            ("run", _cmd_run, "compile MODEL, check it against the reference, time it")):
+        q = sub.add_parser(name, help=help_)
+        q.add_argument("model", help="a zoo name or a path to an .onnx file")
+        q.add_argument("--seq-len", type=int, default=None, help="sequence length (bert-base-layer)")
+        q.add_argument("--image-size", type=int, default=None, help="image size (CNNs)")
+        if name == "run":
+            q.add_argument("--log", default=None, help="tuning records to take schedules from")
+            q.add_argument("--strict", action="store_true", help="fail if a task has no record")
+        q.set_defaults(func=fn)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ansor network ...`` on its own (argv without the leading ``network``)."""
+    parser = argparse.ArgumentParser(prog="ansor")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["network", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.func(args))
