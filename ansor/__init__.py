@@ -15,6 +15,7 @@ from measure.local import measure_batch
 from measure.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 from measure.record import RecordToFile
 from measure.runner import LocalRunner
+from sketch.hardware import HardwareParams
 from sketch.loop_state import InvalidStepError, Iterator, Stage, State
 
 from .build_module import build
@@ -27,7 +28,8 @@ from .graph.executor import NetworkModule, UntunedTaskError, compile_network, lo
 from .graph.tasks import extract_tasks  # noqa: E402
 
 __all__ = [
-    "BuildResult", "ComputeDAG", "InvalidStepError", "Iterator", "LocalBuilder", "LocalRunner",
+    "BuildResult", "ComputeDAG", "HardwareParams",
+    "InvalidStepError", "Iterator", "LocalBuilder", "LocalRunner",
     "MeasureErrorNo", "MeasureInput", "MeasureResult", "NoRecordError", "RecordToFile",
     "SearchTask", "Stage", "State", "TuneResult", "TuningOptions", "best_record", "build",
     "distill", "load_records", "compile_network", "extract_tasks", "load_module", "NetworkModule",

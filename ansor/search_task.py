@@ -6,6 +6,10 @@ argument tensors directly (``SearchTask(tensors=[A, B, C])``). Its ``to_json()``
 stores to recreate it: a registered workload as name + arguments (a short line; the process
 loading the record must have the function registered), any other computation as its serialised
 DAG (self-contained, larger). ``from_json`` rebuilds a task from either without executing code.
+
+A task also carries the machine it is tuned for (``hardware_params``, as TVM's does): this host's,
+read when first needed, unless stated (``SearchTask(..., hardware_params=HardwareParams(...))``);
+the search reads the core count and vector width from it. It is not part of the record.
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from compute.names import check_desc, check_name
 from compute.tensor import ComputeOp, Tensor
 from compute.workload_registry import (args_to_json, canonical_args, get_workload_func,
                                        make_workload, registered_name, workload_desc)
+from measure.target import host_hardware_params
+from sketch.hardware import HardwareParams
 
 from .compute_dag import ComputeDAG
 
@@ -32,7 +38,10 @@ class SearchTask:
 
     def __init__(self, func: Callable[..., Sequence[Tensor]] | str | None = None,
                  args: Sequence[Any] = (), tensors: Sequence[Tensor] | _cd.ComputeDAG | None = None,
-                 desc: str | None = None):
+                 desc: str | None = None, hardware_params: HardwareParams | None = None):
+        if hardware_params is not None and not isinstance(hardware_params, HardwareParams):
+            raise TypeError("SearchTask hardware_params must be a sketch.hardware.HardwareParams, "
+                            f"got {type(hardware_params).__name__}")
         if (func is None) == (tensors is None):
             both = ", not both" if func is not None else ""
             raise ValueError("SearchTask needs either func (a registered workload function or its "
@@ -66,6 +75,15 @@ class SearchTask:
         self.compute_dag: ComputeDAG = (tensors if isinstance(tensors, ComputeDAG)
                                         else ComputeDAG(tensors))
         self._desc = desc
+        self._hardware_params = hardware_params
+
+    @property
+    def hardware_params(self) -> HardwareParams:
+        """The machine this task is searched for: the one given, else this host's (read on first
+        use, so a task made only to read records starts no LLVM and reads no environment)."""
+        if self._hardware_params is None:
+            self._hardware_params = host_hardware_params()
+        return self._hardware_params
 
     # ---- identity ----------------------------------------------------------------------------
     @property

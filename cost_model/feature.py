@@ -34,6 +34,8 @@ from compute import dtype as dt
 from compute import expr as E
 from compute.tensor import ComputeOp
 from sketch.loop_state import Memo
+from sketch.loop_state import iterator_extents
+from sketch.lower import effective_bodies
 
 logger = logging.getLogger("ansor.features")
 
@@ -311,8 +313,6 @@ def _stage_infos(state: Any) -> dict[int, _StageInfo]:
     got = per_dag.get(key)
     if got is not None:
         return got
-    from sketch.lower import effective_bodies
-
     producer_of = state.producer_map()
     bodies = effective_bodies(state, producer_of)
     infos: dict[int, _StageInfo] = {}
@@ -396,8 +396,6 @@ def _iter_maps(stage: Any, ext: list[int], n_root: int) -> tuple[list[np.ndarray
 
 
 def _nests(state: Any, infos: dict[int, _StageInfo]) -> dict[int, _Nest]:
-    from sketch.loop_state import iterator_extents
-
     stages = state.stages
     nests: dict[int, _Nest] = {}
     for k in reversed(range(len(stages))):

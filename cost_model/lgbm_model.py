@@ -25,6 +25,12 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from compute.compute_dag import ComputeDAG
+from compute.workload_registry import make_workload
+from measure.measure import MAX_FLOAT
+from measure.record import LineWarner, iter_lines
+from sketch.replay import replay
+
 from .cost_model import CostModel
 from .feature import FEATURE_NAMES, FEATURE_VERSION, NUM_FEATURES, get_per_store_features
 
@@ -84,12 +90,10 @@ class _TaskData:
 
 
 def _cost_of(result: Any) -> float:
-    from measure.measure import MAX_FLOAT  # the sentinel cost of a failed measurement
-
     if not getattr(result, "ok", False) or not result.costs:
         return float("inf")
     c = float(result.mean_cost)
-    return c if 0.0 < c < MAX_FLOAT else float("inf")
+    return c if 0.0 < c < MAX_FLOAT else float("inf")  # MAX_FLOAT: a failed measurement
 
 
 # Below this many rows LightGBM is faster on one thread: its OpenMP regions are too short to pay
@@ -97,21 +101,31 @@ def _cost_of(result: Any) -> float:
 SINGLE_THREAD_ROWS = 50_000
 
 
-def _num_threads(rows: int) -> int:
+def _num_threads(rows: int, cores: int | None) -> int:
+    """LightGBM's thread count for ``rows`` rows; ``cores`` None = LightGBM's own default (0: the
+    OpenMP default), used only before the model has seen a task."""
     if rows < SINGLE_THREAD_ROWS:
         return 1
-    from measure.runtime import num_threads  # ANSOR_NUM_THREADS, as everywhere
-
-    return num_threads()
+    return 0 if cores is None else cores
 
 
 class LGBModel(CostModel):
     """LightGBM pack-sum model. ``predict`` before any training returns random scores (seeded),
-    so the first round explores as the random model does."""
+    so the first round explores as the random model does.
 
-    def __init__(self, params: LGBParams | None = None, seed: int | None = None):
+    ``num_threads``: LightGBM threads on large batches; None = the ``num_cores`` of the
+    ``hardware_params`` of the last task given to ``update``/``predict`` (the model never asks the
+    machine itself)."""
+
+    def __init__(self, params: LGBParams | None = None, seed: int | None = None,
+                 num_threads: int | None = None):
+        if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
+                                        or num_threads < 1):
+            raise ValueError(f"LGBModel num_threads must be a positive integer or None, got {num_threads!r}")
         self.params = params if params is not None else LGBParams()
         self.seed = seed
+        self.num_threads = num_threads
+        self._task_cores: int | None = None  # from the tasks seen, when num_threads is None
         self.rng = np.random.default_rng(seed)
         self.booster: Any = None
         self.base_booster: Any = None  # loaded from a file: new training continues from it
@@ -140,6 +154,7 @@ class LGBModel(CostModel):
     def update(self, inputs: Sequence[Any], results: Sequence[Any]) -> None:
         """Learn from measured candidates; retrains unless too little new data came in."""
         for inp, res in zip(inputs, results):
+            self._see(inp.task)
             self.add(inp.task.workload_key, inp.state, _cost_of(res))
         self._maybe_train()
 
@@ -161,6 +176,15 @@ class LGBModel(CostModel):
             added += self.add(inp.task.workload_key, inp.state, _cost_of(res))
         self._maybe_train(force=added > 0)
         return added
+
+    def _see(self, task: Any) -> None:
+        hw = getattr(task, "hardware_params", None)
+        cores = getattr(hw, "num_cores", None)
+        if isinstance(cores, int):
+            self._task_cores = cores
+
+    def _threads(self, rows: int) -> int:
+        return _num_threads(rows, self.num_threads if self.num_threads is not None else self._task_cores)
 
     def _maybe_train(self, force: bool = False) -> None:
         n = self.num_samples()
@@ -216,7 +240,7 @@ class LGBModel(CostModel):
             "bagging_fraction": p.bagging_fraction,
             "bagging_freq": p.bagging_freq,
             "lambda_l2": p.lambda_l2,
-            "num_threads": _num_threads(len(rows)),
+            "num_threads": self._threads(len(rows)),
             "seed": 0 if self.seed is None else int(self.seed),
             "deterministic": True,
             "verbosity": -1,
@@ -237,14 +261,15 @@ class LGBModel(CostModel):
     def _raw(self, rows: np.ndarray) -> np.ndarray:
         out = np.zeros(len(rows))
         if self.base_booster is not None:
-            out += self.base_booster.predict(rows, raw_score=True, num_threads=_num_threads(len(rows)))
+            out += self.base_booster.predict(rows, raw_score=True, num_threads=self._threads(len(rows)))
         if self.booster is not None:
-            out += self.booster.predict(rows, raw_score=True, num_threads=_num_threads(len(rows)))
+            out += self.booster.predict(rows, raw_score=True, num_threads=self._threads(len(rows)))
         return out
 
     def predict(self, task: Any, states: Sequence[Any]) -> np.ndarray:
         """Predicted normalised throughput per state (higher is faster); NaN for a state whose
         features could not be computed (the search drops it)."""
+        self._see(task)
         rows, group = get_per_store_features(states)
         if self.booster is None and self.base_booster is None:
             out = self.rng.uniform(0.0, 1.0, size=len(states))
@@ -322,11 +347,6 @@ def _lgb_names() -> list[str]:
 def samples_from_file(path: str | os.PathLike, workload_keys: Iterable[str] | None
                        ) -> Iterable[tuple[str, Any, float]]:
     """(workload key, state, cost) of every record that can be rebuilt in this process."""
-    from compute.compute_dag import ComputeDAG
-    from compute.workload_registry import make_workload
-    from measure.record import LineWarner, iter_lines
-    from sketch.replay import replay
-
     wanted = None if workload_keys is None else set(workload_keys)
     path = os.fspath(path)
     warner = LineWarner(path)

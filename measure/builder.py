@@ -13,13 +13,13 @@ generating code or running LLVM is COMPILE_HOST with the exception text; a build
 from __future__ import annotations
 
 import importlib
-import os
 import traceback
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 from .checks import check_count, check_memory_limit_gb, check_seconds
 from .measure import BuildResult, MeasureErrorNo, MeasureInput
+from .runtime import usable_cpus
 from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
 
 KERNEL_NAME = "default_function"
@@ -132,7 +132,7 @@ class LocalBuilder:
             if not sep or not module or not attr:
                 raise ValueError(f"build_func must be 'module:function', got {build_func!r}")
         self.timeout = float(timeout)
-        self.n_parallel = n_parallel if n_parallel is not None else _cpu_count()
+        self.n_parallel = n_parallel if n_parallel is not None else usable_cpus()
         self.build_func = build_func
         self.memory_limit_gb = memory_limit_gb
         self._pool: WorkerPool | None = None
@@ -191,13 +191,6 @@ class LocalBuilder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _cpu_count() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def progress_mark(error_no: int) -> str:

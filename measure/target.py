@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from functools import lru_cache
 
 import llvmlite
 import llvmlite.binding as llvm
+
+from sketch.hardware import HardwareParams
+
+from .runtime import num_threads
 
 _LOCK = threading.Lock()
 _INITIALISED = False
@@ -111,6 +116,35 @@ def vector_bits() -> int:
     if has_feature("avx2"):
         return 256
     return 128
+
+
+def _sysconf(name: str) -> int | None:
+    """A positive ``os.sysconf`` value, or None where the platform does not report it."""
+    try:
+        v = os.sysconf(name)
+    except (ValueError, OSError, AttributeError):
+        return None
+    return v if isinstance(v, int) and v > 0 else None
+
+
+def host_hardware_params() -> HardwareParams:
+    """This machine's HardwareParams: cores = ``runtime.num_threads()`` (``ANSOR_NUM_THREADS``
+    if set, else the usable CPUs), the native vector width, cache line and sizes where the OS
+    reports them. Computed afresh on each call (the thread count follows the environment);
+    raises ``num_threads``'s ValueError for a bad ``ANSOR_NUM_THREADS``."""
+    bits = vector_bits()
+    x86 = host_triple().startswith(("x86_64", "i386", "i686"))
+    return HardwareParams(
+        num_cores=num_threads(),
+        vector_bits=bits,
+        cache_line_bytes=_sysconf("SC_LEVEL1_DCACHE_LINESIZE") or 64,
+        # x86-64: 32 zmm registers with AVX-512, else 16 (ymm/xmm); unknown elsewhere.
+        num_vector_registers=(32 if bits == 512 else 16) if x86 else None,
+        l1d_cache_bytes=_sysconf("SC_LEVEL1_DCACHE_SIZE"),
+        l2_cache_bytes=_sysconf("SC_LEVEL2_CACHE_SIZE"),
+        l3_cache_bytes=_sysconf("SC_LEVEL3_CACHE_SIZE"),
+        target=f"{host_cpu_name()} ({toolchain_key()})",
+    )
 
 
 def optimize(module: llvm.ModuleRef) -> llvm.ModuleRef:

@@ -24,7 +24,7 @@ import logging
 import random
 import weakref
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from compute import expr as E
 from compute.compute_dag import ComputeDAG
@@ -33,10 +33,8 @@ from compute.tensor import ComputeOp
 from .loop_state import InvalidStepError, Memo, SplitRel, Stage, State
 from .lower import lower
 from .replay import carry_trace, replay
+from .search_params import SearchParams
 from .transform_steps import AnnotationStep, FuseStep, PragmaStep, SplitStep, Step
-
-if TYPE_CHECKING:
-    from .search_policy import SearchParams
 
 logger = logging.getLogger("ansor.search")
 
@@ -46,8 +44,6 @@ UNROLL_PRAGMA = "auto_unroll_max_step$"
 def _default_params(params: "SearchParams | None") -> "SearchParams":
     if params is not None:
         return params
-    from .search_policy import SearchParams  # search_policy imports this module
-
     return SearchParams()
 
 

@@ -17,7 +17,7 @@ then tries another parent.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from .init_population import (UNROLL_PRAGMA, _default_params, compute_at_candidates, divisors,
                               is_tiled, needs_tiling)
@@ -26,9 +26,7 @@ from .replay import replay, replay_edited
 from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
                               FollowFusedSplitStep, FollowSplitStep, FuseStep, PragmaStep,
                               ReorderStep, RfactorStep, SplitStep, Step)
-
-if TYPE_CHECKING:
-    from .search_policy import SearchParams
+from .search_params import SearchParams
 
 
 # ---- tile size ----------------------------------------------------------------------------------

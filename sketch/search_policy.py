@@ -14,93 +14,21 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
+from .hardware import HardwareParams
 from .init_population import lowers, lowers_cached, sample_initial_population
 from .loop_state import InvalidStepError, State
 from .mutation import mutate
 from .replay import replay
+from .search_params import SearchParams
+from .sketch_rules import generate_sketches
+
+__all__ = ["SearchParams", "SketchPolicy"]  # SearchParams re-exported: its documented import path
 
 logger = logging.getLogger("ansor.search")
-
-
-@dataclass(frozen=True)
-class SearchParams:
-    """Every parameter of the sketch search, with Ansor's published CPU defaults.
-
-    One deliberate departure: a vectorized loop may span ``max_vector_registers`` = 2 registers
-    (32 float32 lanes with AVX-512) where Ansor caps the fused vector loop at one register's
-    16 lanes. An 8 x 32 register tile with 2 zmm per row is what the fastest hand schedules use
-    here, and in a short random-model GEMM 512 search the 32-lane cap gave better candidates
-    (90th percentile 137 vs 96 GFLOPS); set it to 1 for Ansor's behaviour.
-
-    Frozen: derive variants with ``dataclasses.replace``.
-    """
-
-    # -- evolutionary search --
-    population_size: int = 2048  # states per generation (MetaSchedule uses 512)
-    num_generations: int = 4  # rounds of selection + mutation after the initial population
-    mutation_prob: float = 0.85  # chance a selected parent is mutated (else copied unchanged)
-    eps_greedy: float = 0.05  # share of each batch of candidates drawn at random, not by the model
-    use_measured_ratio: float = 0.2  # share of the initial population taken from the best measured
-    candidate_pool_factor: int = 2  # the evolution keeps num * this best states to choose from
-    evolution_max_attempts_factor: int = 3  # per generation: at most population * this selections
-    # -- initial population --
-    init_min_population: int = 50  # keep sampling (longer) until at least this many valid states
-    init_max_attempts_factor: int = 4  # sampling gives up after population * this attempts
-    # -- random annotation --
-    max_innermost_split_factor: int = 64  # largest innermost tile factor
-    max_vector_lanes: int | None = None  # SIMD lanes of one register; None = vector_bits() // 32
-    max_vector_registers: int = 2  # a vectorized loop may span this many registers (8x32 tiles: 2 zmm)
-    auto_unroll_steps: tuple[int, ...] = (0, 16, 64, 512)  # auto_unroll_max_step choices
-    parallel_extent_per_core: int = 16  # fuse parallel loops until cores * this iterations
-    num_cores: int | None = None  # cores to feed; None = measure.runtime.num_threads()
-    # -- mutation weights (relative; a kind with nothing to act on is skipped) --
-    mutate_tile_size_weight: float = 0.90  # move a factor between two levels of a split
-    mutate_compute_location_weight: float = 0.05  # move an untiled stage's compute_at
-    mutate_auto_unroll_weight: float = 0.04  # change an auto_unroll_max_step value
-    mutate_parallel_weight: float = 0.01  # fuse more / fewer outer loops for parallel
-
-    def __post_init__(self) -> None:
-        if self.population_size < 1 or self.num_generations < 0:
-            raise ValueError("population_size must be >= 1 and num_generations >= 0")
-        for name in ("mutation_prob", "eps_greedy", "use_measured_ratio"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"SearchParams.{name} must be in [0, 1], got {v}")
-        if self.max_innermost_split_factor < 1 or not self.auto_unroll_steps:
-            raise ValueError("max_innermost_split_factor must be >= 1 and auto_unroll_steps non-empty")
-        if min(self.candidate_pool_factor, self.evolution_max_attempts_factor,
-               self.init_max_attempts_factor, self.max_vector_registers) < 1:
-            raise ValueError("SearchParams factors and max_vector_registers must be >= 1")
-
-    def vector_width(self) -> int:
-        """Widest vectorized loop (float32 lanes): lanes per register x registers."""
-        lanes = self.max_vector_lanes
-        if lanes is None:
-            from measure.target import vector_bits  # LLVM starts only when this is needed
-
-            lanes = vector_bits() // 32
-        return max(1, lanes * self.max_vector_registers)
-
-    def cores(self) -> int:
-        """Cores the parallel annotation feeds."""
-        if self.num_cores is not None:
-            return max(1, self.num_cores)
-        from measure.runtime import num_threads
-
-        return num_threads()
-
-
-def _default_sketches(task: Any) -> list[State]:
-    try:
-        from .sketch_rules import generate_sketches
-    except ImportError as e:  # the rules module is optional until it lands
-        raise RuntimeError("sketch.sketch_rules is not available; pass sketches= explicitly") from e
-    return list(generate_sketches(task.compute_dag))
 
 
 class SketchPolicy:
@@ -109,18 +37,28 @@ class SketchPolicy:
     ``task``: anything with ``compute_dag`` and ``workload_key`` (a SearchTask). ``cost_model``:
     a ``CostModel`` (``predict(task, states)``: higher is faster). ``sketches``: the task's
     sketches (default: ``sketch.sketch_rules.generate_sketches``). ``seed`` makes a round
-    reproducible given the same model scores.
+    reproducible given the same model scores. ``hardware_params``: the machine searched for
+    (default: the task's ``hardware_params``); it fills the ``params`` not set explicitly
+    (``SearchParams.with_hardware``) and the sketch rules' core count.
     """
 
     def __init__(self, task: Any, cost_model: Any, params: SearchParams | None = None,
                  seed: int | None = None, verbose: int = 0,
-                 sketches: Sequence[State] | None = None):
+                 sketches: Sequence[State] | None = None,
+                 hardware_params: HardwareParams | None = None):
+        hw = hardware_params if hardware_params is not None else getattr(task, "hardware_params", None)
+        if not isinstance(hw, HardwareParams):
+            raise TypeError("SketchPolicy needs the target machine: pass hardware_params= (a "
+                            "sketch.hardware.HardwareParams) or a task that carries one (an "
+                            f"ansor.SearchTask does), got {type(hw).__name__}")
         self.task = task
         self.cost_model = cost_model
-        self.params = params if params is not None else SearchParams()
+        self.hardware_params = hw
+        self.params = (params if params is not None else SearchParams()).with_hardware(hw)
         self.verbose = verbose
         self.rng = random.Random(seed)
-        self.sketches: list[State] = list(sketches) if sketches is not None else _default_sketches(task)
+        self.sketches: list[State] = (list(sketches) if sketches is not None
+                                      else generate_sketches(task.compute_dag, hardware_params=hw))
         if not self.sketches:
             raise ValueError(f"no sketch for task {getattr(task, 'workload_key', task)!r}")
         self.last_round_stats: dict[str, Any] = {}

@@ -13,7 +13,6 @@ passing their own list to ``generate_sketches``.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Sequence
@@ -22,6 +21,7 @@ from compute import expr as E
 from compute.compute_dag import ComputeDAG, OpInfo, analyse_op
 from compute.tensor import ComputeOp
 
+from .hardware import HardwareParams
 from .loop_state import InvalidStepError, SplitRel, State
 from .lower import effective_bodies
 
@@ -37,10 +37,10 @@ class ConditionKind(IntEnum):
 
 @dataclass
 class SketchContext:
-    """What rules may consult: the DAG, the core count, and per-state caches."""
+    """What rules may consult: the DAG, the core count of the target machine, per-state caches."""
 
     dag: ComputeDAG
-    num_cores: int = field(default_factory=lambda: len(os.sched_getaffinity(0)))
+    num_cores: int
     _info: dict = field(default_factory=dict)
 
     def info(self, state: State, sid: int) -> OpInfo:
@@ -294,14 +294,24 @@ DEFAULT_RULES: tuple[SketchRule, ...] = (
 
 
 def generate_sketches(task_or_dag: Any, rules: Sequence[SketchRule] | None = None,
-                      num_cores: int | None = None, max_sketches: int = 64) -> list[State]:
+                      num_cores: int | None = None, max_sketches: int = 64,
+                      hardware_params: HardwareParams | None = None) -> list[State]:
     """Every sketch the rules derive, visiting stages from the last to the first.
 
     ``task_or_dag``: a SearchTask (anything with ``compute_dag``) or a ComputeDAG. ``rules``
     replaces the default ordered list (e.g. to add a rule of your own before ``RuleSkipStage``).
+    The target's core count (which decides rfactor) is ``num_cores`` if given, else that of
+    ``hardware_params``, else that of the task's ``hardware_params``; a bare DAG needs one of the
+    first two (the rules never ask this machine).
     """
     dag = getattr(task_or_dag, "compute_dag", task_or_dag)
-    ctx = SketchContext(dag) if num_cores is None else SketchContext(dag, num_cores)
+    if num_cores is None:
+        hw = hardware_params if hardware_params is not None else getattr(task_or_dag, "hardware_params", None)
+        if not isinstance(hw, HardwareParams):
+            raise TypeError("generate_sketches needs the target's core count: pass num_cores= or "
+                            "hardware_params=, or a task that carries hardware_params")
+        num_cores = hw.num_cores
+    ctx = SketchContext(dag, num_cores)
     rules = DEFAULT_RULES if rules is None else tuple(rules)
     init = State.initial(dag)
     work: list[tuple[State, int]] = [(init, len(init.stages) - 1)]

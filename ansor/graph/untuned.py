@@ -22,6 +22,8 @@ import dataclasses
 import random
 
 from compute.compute_dag import ComputeDAG
+from measure.target import host_hardware_params
+from sketch.hardware import HardwareParams
 from sketch.init_population import (annotate_auto_unroll, annotate_parallel,
                                     annotate_vectorize, divisors, has_reduce, is_compute, is_placeholder_split,
                                     is_tiled, lowers, needs_tiling, sample_initial_population)
@@ -78,13 +80,16 @@ def _locate(state: State) -> State:
     return state
 
 
-def untuned_schedule(dag: ComputeDAG, seed: int = 0) -> tuple[State, str]:
+def untuned_schedule(dag: ComputeDAG, seed: int = 0,
+                     hardware_params: HardwareParams | None = None) -> tuple[State, str]:
     """A schedule for ``dag`` without measuring, and how it was made: ``"rules"`` (the
-    register-tiled rule schedule), ``"sampled"`` (a random sketch sample) or ``"default"``."""
-    params = dataclasses.replace(SearchParams(), auto_unroll_steps=(64,))
+    register-tiled rule schedule), ``"sampled"`` (a random sketch sample) or ``"default"``.
+    ``hardware_params``: the machine it is for (default: this host)."""
+    hw = hardware_params if hardware_params is not None else host_hardware_params()
+    params = dataclasses.replace(SearchParams(), auto_unroll_steps=(64,)).with_hardware(hw)
     rng = random.Random(seed)
     try:
-        sketches = list(generate_sketches(dag))
+        sketches = list(generate_sketches(dag, hardware_params=hw))
     except (InvalidStepError, ValueError):
         sketches = []
     for sketch in sketches[:2]:

@@ -186,13 +186,16 @@ def test_lowering_interpreted_and_features(shape):
 @pytest.mark.parametrize("shape", ["left", pytest.param("reduction", marks=pytest.mark.slow), "index"])
 def test_sketches_samples_build_and_run(shape):
     from sketch.init_population import sample_initial_population
+    from measure.target import host_hardware_params
+    from sketch.search_params import SearchParams
     from sketch.sketch_rules import generate_sketches
 
     A, B, expect = SHAPES[shape](1500)
     dag = ansor.ComputeDAG([A, B])
-    sketches = generate_sketches(dag)
+    hw = host_hardware_params()
+    sketches = generate_sketches(dag, hardware_params=hw)
     assert sketches
-    states = sample_initial_population(sketches, 3, random.Random(0))
+    states = sample_initial_population(sketches, 3, random.Random(0), SearchParams().with_hardware(hw))
     assert states
     a = _inputs()
     for s in states:

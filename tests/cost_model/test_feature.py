@@ -13,6 +13,7 @@ from cost_model.feature import (FEATURE_DOCS, FEATURE_NAMES, FEATURE_VERSION, NU
                                 _nests, _stage_infos, dump_features, get_per_store_features,
                                 state_features)
 from sketch.lower import _Lowering
+from measure.target import host_hardware_params
 from sketch.search_policy import SearchParams, SketchPolicy
 from cost_model import RandomModel
 from tests.sketch.random_schedules import random_state
@@ -106,6 +107,7 @@ def _population(name: str, n: int = 48):
     class Task:
         compute_dag = dag
         workload_key = dag.workload_key
+        hardware_params = host_hardware_params()
 
     pol = SketchPolicy(Task(), RandomModel(0), SearchParams(population_size=n, num_cores=2), seed=1)
     return pol.sample_initial_population(n)

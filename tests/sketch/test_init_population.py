@@ -19,12 +19,13 @@ from compute.ops import workloads as W
 from sketch.init_population import (annotate_parallel, annotate_vectorize, factorizations,
                                     fill_tile_sizes, is_placeholder_split, lowers,
                                     sample_initial_population, sample_split_lengths, sample_state)
+from measure.target import host_hardware_params
 from sketch.loop_state import State
 from sketch.search_policy import SearchParams
 from sketch.transform_steps import AnnotationStep, FollowSplitStep, PragmaStep, SplitStep
 from tests.util import assert_matches_reference
 
-PARAMS = SearchParams(population_size=64, num_cores=2)
+PARAMS = SearchParams(population_size=64, num_cores=2).with_hardware(host_hardware_params())
 
 # ---- hand-built sketches (the structure of sketch_rules' output) --------------------------------
 
@@ -122,7 +123,7 @@ def test_split_lengths_are_uniform_over_factorisations():
 
 def test_fill_tile_sizes_fills_every_placeholder_within_the_cap():
     dag = make_dag("matmul")
-    params = SearchParams(max_innermost_split_factor=4, num_cores=2)
+    params = SearchParams(max_innermost_split_factor=4, num_cores=2).with_hardware(host_hardware_params())
     rng = random.Random(1)
     seen = set()
     for sketch in hand_sketches(dag):
@@ -247,7 +248,7 @@ def test_states_from_the_sketch_rules_lower_and_run():
     rng = random.Random(11)
     for name in ("matmul", "conv2d_bias_relu", "softmax"):
         dag = make_dag(name)
-        pop = sample_initial_population(rules.generate_sketches(dag), 3, rng, PARAMS)
+        pop = sample_initial_population(rules.generate_sketches(dag, num_cores=2), 3, rng, PARAMS)
         assert pop
         for s in pop:
             check_runs(s, dag, f"{name} (generated sketches)")

@@ -10,13 +10,14 @@ import pytest
 
 from sketch import mutation as M
 from sketch.init_population import lowers, sample_initial_population, sample_state
+from measure.target import host_hardware_params
 from sketch.loop_state import InvalidStepError
 from sketch.replay import TRACE, replay
 from sketch.search_policy import SearchParams
 from sketch.transform_steps import AnnotationStep, ComputeAtStep, PragmaStep, SplitStep
 from tests.sketch.test_init_population import check_runs, hand_sketches, make_dag
 
-PARAMS = SearchParams(population_size=64, num_cores=2)
+PARAMS = SearchParams(population_size=64, num_cores=2).with_hardware(host_hardware_params())
 
 
 def _population(name: str, n: int = 8, seed: int = 0):
@@ -31,7 +32,7 @@ def _diff(a, b) -> list[int]:
 
 def test_tile_size_mutation_moves_one_factor_within_one_split():
     dag, pop = _population("matmul", 10)
-    params = SearchParams(max_innermost_split_factor=8, num_cores=2)
+    params = SearchParams(max_innermost_split_factor=8, num_cores=2).with_hardware(host_hardware_params())
     rng = random.Random(1)
     for parent in pop:
         for _ in range(10):
@@ -113,7 +114,8 @@ def test_mutate_respects_the_weights():
     dag, pop = _population("matmul", 6)
     rng = random.Random(5)
     only_unroll = SearchParams(mutate_tile_size_weight=0, mutate_compute_location_weight=0,
-                               mutate_parallel_weight=0, mutate_auto_unroll_weight=1)
+                               mutate_parallel_weight=0, mutate_auto_unroll_weight=1
+                               ).with_hardware(host_hardware_params())
     assert {M.mutate(s, rng, only_unroll)[1] for s in pop} == {"auto_unroll"}
     kinds = Counter(M.mutate(pop[k % len(pop)], rng, PARAMS)[1] for k in range(400))
     assert kinds["tile_size"] > 300  # 0.90 of the weight (no compute_at to move here)

@@ -10,6 +10,7 @@ import pytest
 import ansor
 from compute.ops import workloads as W
 from cost_model import CostModel, RandomModel
+from measure.target import host_hardware_params
 from sketch.init_population import lowers
 from sketch.search_policy import SearchParams, SketchPolicy
 from sketch.transform_steps import SplitStep
@@ -24,6 +25,7 @@ class Task:
     def __init__(self, name: str):
         self.compute_dag = make_dag(name)
         self.workload_key = self.compute_dag.workload_key
+        self.hardware_params = host_hardware_params()
 
 
 class CountingModel(CostModel):

@@ -21,7 +21,7 @@ def _tiled_order(state, stage):
 
 
 def test_gemm_gives_tiled_and_cache_write_sketches():
-    sketches = generate_sketches(ansor.ComputeDAG(W.matmul(64, 48, 40)))
+    sketches = generate_sketches(ansor.ComputeDAG(W.matmul(64, 48, 40)), num_cores=2)
     assert len(sketches) == 3
     plain = [s for s in sketches if "CHW" not in _tags(s)]
     cached = [s for s in sketches if "CHW" in _tags(s)]
@@ -37,7 +37,7 @@ def test_gemm_gives_tiled_and_cache_write_sketches():
 
 
 def test_gemm_relu_fuses_the_gemm_into_the_relu():
-    sketches = generate_sketches(ansor.ComputeDAG(W.matmul_relu(64, 48, 40)))
+    sketches = generate_sketches(ansor.ComputeDAG(W.matmul_relu(64, 48, 40)), num_cores=2)
     assert len(sketches) == 2
     for s in sketches:
         assert "CHW" not in _tags(s)
@@ -45,7 +45,8 @@ def test_gemm_relu_fuses_the_gemm_into_the_relu():
 
 
 def test_conv2d_bias_relu_inlines_bias_and_fuses_conv():
-    sketches = generate_sketches(ansor.ComputeDAG(W.conv2d_bias_relu(1, 8, 8, 16, 16, 3, 3, 1, 1)))
+    sketches = generate_sketches(ansor.ComputeDAG(W.conv2d_bias_relu(1, 8, 8, 16, 16, 3, 3, 1, 1)),
+                                 num_cores=2)
     assert len(sketches) == 2
     for s in sketches:
         assert s["bias_add"].compute_at == "inline"
@@ -62,7 +63,7 @@ def test_small_spatial_reductions_get_rfactor_variants(wl):
 
 
 def test_sketches_print_their_loop_structure():
-    text = str(generate_sketches(ansor.ComputeDAG(W.matmul(64, 48, 40)))[0])
+    text = str(generate_sketches(ansor.ComputeDAG(W.matmul(64, 48, 40)), num_cores=2)[0])
     assert "k.0" in text and "matmul.local = ..." in text
 
 
@@ -89,7 +90,7 @@ def test_user_rule_can_be_added():
             return [(state.parallel(sid, 0), sid - 1)]
 
     rules = [InlineNothingButMark()] + list(DEFAULT_RULES)
-    sketches = generate_sketches(ansor.ComputeDAG(W.matmul_relu(64, 48, 40)), rules=rules)
+    sketches = generate_sketches(ansor.ComputeDAG(W.matmul_relu(64, 48, 40)), rules=rules, num_cores=2)
     assert sketches and all(s["relu"].leaf_iters[0].annotation == "parallel" for s in sketches)
 
 
@@ -104,4 +105,4 @@ def test_a_rule_that_never_moves_on_is_reported_not_looped_forever():
             return [(state, sid)]
 
     with pytest.raises(RuntimeError, match="stuck"):
-        generate_sketches(ansor.ComputeDAG(W.matmul(8, 8, 8)), rules=[Stuck()])
+        generate_sketches(ansor.ComputeDAG(W.matmul(8, 8, 8)), rules=[Stuck()], num_cores=2)

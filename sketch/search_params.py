@@ -1,0 +1,86 @@
+"""SearchParams: every knob of the sketch search (sampling, evolution, annotation, mutation).
+
+Its own module because the random annotation, the mutation and the search policy all read it, and
+the policy imports the other two. Machine facts are not knobs: ``num_cores`` and
+``max_vector_lanes`` default to the task's ``HardwareParams`` (``with_hardware``), and the search
+never asks the machine for them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .hardware import HardwareParams
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Every parameter of the sketch search, with Ansor's published CPU defaults.
+
+    One deliberate departure: a vectorized loop may span ``max_vector_registers`` = 2 registers
+    (32 float32 lanes with AVX-512) where Ansor caps the fused vector loop at one register's
+    16 lanes. An 8 x 32 register tile with 2 zmm per row is what the fastest hand schedules use
+    here, and in a short random-model GEMM 512 search the 32-lane cap gave better candidates
+    (90th percentile 137 vs 96 GFLOPS); set it to 1 for Ansor's behaviour.
+
+    Frozen: derive variants with ``dataclasses.replace``.
+    """
+
+    # -- evolutionary search --
+    population_size: int = 2048  # states per generation (MetaSchedule uses 512)
+    num_generations: int = 4  # rounds of selection + mutation after the initial population
+    mutation_prob: float = 0.85  # chance a selected parent is mutated (else copied unchanged)
+    eps_greedy: float = 0.05  # share of each batch of candidates drawn at random, not by the model
+    use_measured_ratio: float = 0.2  # share of the initial population taken from the best measured
+    candidate_pool_factor: int = 2  # the evolution keeps num * this best states to choose from
+    evolution_max_attempts_factor: int = 3  # per generation: at most population * this selections
+    # -- initial population --
+    init_min_population: int = 50  # keep sampling (longer) until at least this many valid states
+    init_max_attempts_factor: int = 4  # sampling gives up after population * this attempts
+    # -- random annotation --
+    max_innermost_split_factor: int = 64  # largest innermost tile factor
+    max_vector_lanes: int | None = None  # SIMD lanes of one register; None = the machine's
+    max_vector_registers: int = 2  # a vectorized loop may span this many registers (8x32 tiles: 2 zmm)
+    auto_unroll_steps: tuple[int, ...] = (0, 16, 64, 512)  # auto_unroll_max_step choices
+    parallel_extent_per_core: int = 16  # fuse parallel loops until cores * this iterations
+    num_cores: int | None = None  # cores to feed; None = the machine's (HardwareParams)
+    # -- mutation weights (relative; a kind with nothing to act on is skipped) --
+    mutate_tile_size_weight: float = 0.90  # move a factor between two levels of a split
+    mutate_compute_location_weight: float = 0.05  # move an untiled stage's compute_at
+    mutate_auto_unroll_weight: float = 0.04  # change an auto_unroll_max_step value
+    mutate_parallel_weight: float = 0.01  # fuse more / fewer outer loops for parallel
+
+    def __post_init__(self) -> None:
+        if self.population_size < 1 or self.num_generations < 0:
+            raise ValueError("population_size must be >= 1 and num_generations >= 0")
+        for name in ("mutation_prob", "eps_greedy", "use_measured_ratio"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"SearchParams.{name} must be in [0, 1], got {v}")
+        if self.max_innermost_split_factor < 1 or not self.auto_unroll_steps:
+            raise ValueError("max_innermost_split_factor must be >= 1 and auto_unroll_steps non-empty")
+        if min(self.candidate_pool_factor, self.evolution_max_attempts_factor,
+               self.init_max_attempts_factor, self.max_vector_registers) < 1:
+            raise ValueError("SearchParams factors and max_vector_registers must be >= 1")
+
+    def vector_width(self) -> int:
+        """Widest vectorized loop (float32 lanes): lanes per register x registers."""
+        lanes = self.max_vector_lanes
+        if lanes is None:
+            raise ValueError("SearchParams.max_vector_lanes is not set: give it, or fill it from the "
+                             "task's machine with SearchParams.with_hardware(hardware_params)")
+        return max(1, lanes * self.max_vector_registers)
+
+    def cores(self) -> int:
+        """Cores the parallel annotation feeds."""
+        if self.num_cores is None:
+            raise ValueError("SearchParams.num_cores is not set: give it, or fill it from the "
+                             "task's machine with SearchParams.with_hardware(hardware_params)")
+        return max(1, self.num_cores)
+
+    def with_hardware(self, hardware: HardwareParams) -> "SearchParams":
+        """These parameters for ``hardware``: ``num_cores`` and ``max_vector_lanes`` taken from
+        it where not set explicitly (an explicit value wins)."""
+        return replace(self,
+                       num_cores=hardware.num_cores if self.num_cores is None else self.num_cores,
+                       max_vector_lanes=(hardware.vector_lanes if self.max_vector_lanes is None
+                                         else self.max_vector_lanes))
