@@ -14,9 +14,11 @@ import math
 import struct
 import weakref
 from itertools import count
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from . import dtype as dt
+from .expr_walk import fold, post_order, rewrite  # re-exported: E.fold, E.rewrite, E.post_order
+from .int_arith import _fold_int, _wrap_int, int_range  # int_range re-exported as E.int_range
 
 _INTERN: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
 _UID = count()
@@ -391,32 +393,6 @@ def _coerce_pair(a: object, b: object, what: str) -> tuple[Expr, Expr]:
     return ea, eb
 
 
-def _fold_int(op: str, x: int, y: int) -> int | None:
-    if op == "add":
-        return x + y
-    if op == "sub":
-        return x - y
-    if op == "mul":
-        return x * y
-    if op == "floordiv":
-        return x // y if y != 0 else None
-    if op == "floormod":
-        return x % y if y != 0 else None
-    if op == "min":
-        return min(x, y)
-    if op == "max":
-        return max(x, y)
-    return None
-
-
-def _wrap_int(v: int, dtype: str) -> int:
-    b = dt.bits(dtype)
-    v &= (1 << b) - 1
-    if dt.is_signed(dtype) and v >= 1 << (b - 1):
-        v -= 1 << b
-    return v
-
-
 def binary(op: str, a: object, b: object) -> Expr:
     if op not in ARITH_OPS and op not in LOGIC_OPS:
         raise ValueError(f"unknown binary operator {op!r}")
@@ -586,88 +562,7 @@ def reduce_identity(combiner: str, dtype: str) -> Const:
     return const(info_min if combiner == "max" else info_max, dtype)
 
 
-def int_range(dtype: str) -> tuple[int, int]:
-    b = dt.bits(dtype)
-    if dt.is_signed(dtype):
-        return -(1 << (b - 1)), (1 << (b - 1)) - 1
-    return 0, (1 << b) - 1
-
-
-# ---- traversal ------------------------------------------------------------------------------
-
-def post_order(expr: Expr) -> list[Expr]:
-    """Every distinct node of ``expr``, children before parents (shared nodes once)."""
-    out: list[Expr] = []
-    seen: set[int] = set()
-    stack: list[tuple[Expr, bool]] = [(expr, False)]
-    while stack:
-        node, done = stack.pop()
-        if done:
-            out.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        for c in reversed(node.children()):
-            if id(c) not in seen:
-                stack.append((c, False))
-    return out
-
-
-def fold(expr: Expr, fn: Callable[[Expr, list], object], memo: dict[int, object] | None = None) -> object:
-    """``fn(node, child_values)`` for every distinct node of ``expr``, children first; the root's value.
-
-    Iterative (an explicit stack, so any depth works) and memoised per node (shared sub-expressions
-    are computed once, so walks stay linear in the distinct nodes). Every analysis that maps a node
-    to a value from its children's values is a fold.
-    """
-    memo = {} if memo is None else memo
-    stack = [expr]
-    while stack:
-        e = stack[-1]
-        if id(e) in memo:
-            stack.pop()
-            continue
-        kids = e.children()
-        pending = [c for c in kids if id(c) not in memo]
-        if pending:
-            stack.extend(reversed(pending))  # leftmost child computed first
-            continue
-        stack.pop()
-        memo[id(e)] = fn(e, [memo[id(c)] for c in kids])
-    return memo[id(expr)]
-
-
-def rewrite(expr: Expr, fn: Callable[[Expr], Expr | None], memo: dict[int, Expr] | None = None) -> Expr:
-    """Rebuild ``expr`` bottom-up; ``fn(node)`` may return a replacement (tried before descending).
-
-    Iterative, so any depth works; each distinct node is rebuilt once.
-    """
-    memo = {} if memo is None else memo
-    expanded: set[int] = set()  # nodes fn declined, whose children are being rebuilt
-    stack = [expr]
-    while stack:
-        e = stack[-1]
-        if id(e) in memo:
-            stack.pop()
-            continue
-        kids = e.children()
-        if id(e) not in expanded:
-            rep = fn(e)
-            if rep is not None or not kids:
-                memo[id(e)] = e if rep is None else rep
-                stack.pop()
-                continue
-            expanded.add(id(e))
-            stack.extend(c for c in reversed(kids) if id(c) not in memo)
-            continue
-        stack.pop()
-        expanded.discard(id(e))
-        new = tuple(memo[id(c)] for c in kids)
-        memo[id(e)] = e if all(n is o for n, o in zip(new, kids)) else e.with_children(new)
-    return memo[id(expr)]
-
+# ---- traversal (the generic walks are in expr_walk) -------------------------------------------
 
 def substitute(expr: Expr, mapping: dict[Var, Expr]) -> Expr:
     """Replace variables by expressions (keys compared by identity)."""
