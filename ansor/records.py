@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from compute.workload_registry import canonical_args, workload_desc
+from measure.builder import LocalBuilder
 from measure.checks import MAX_TIMEOUT_S, check_count, check_nonnegative, check_seconds
-from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
+from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from measure.record import (LineWarner, RecordFileError, RecordLine, RecordToFile, RecordWarning,
                             iter_lines, target_summary)
+from measure.runner import LocalRunner
 
 from .search_task import SearchTask
 
@@ -444,9 +446,6 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
                 run_timeout: float = 60) -> list[VerifyRow]:
     """Rebuild and re-time each workload's best record in a fresh worker process (LocalBuilder
     and LocalRunner), so a recorded time can be checked against what the schedule runs at now."""
-    from measure.builder import LocalBuilder
-    from measure.runner import LocalRunner
-
     # Checked before the log is read: a bad number is the caller's error, not a failed record.
     number = check_count("verify_best number", number)
     repeat = check_count("verify_best repeat", repeat)

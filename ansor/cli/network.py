@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from ansor import argtypes
+from measure.runtime import num_threads
 
 
 def _load(model: str, seq_len: int | None, image_size: int | None):
@@ -87,8 +88,6 @@ def _ort_latency(ort, path: str, repeat: int = 5) -> float:
     """Median seconds per onnxruntime inference of the model file on random inputs of its own
     declared shapes and layout (latency does not depend on the values), with as many intra-op
     threads as ansor uses."""
-    from measure.runtime import num_threads
-
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = num_threads()
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
