@@ -13,6 +13,7 @@ import pytest
 import ansor
 from compute.ops import workloads as W
 from cost_model import RandomModel
+from sketch.hardware import HardwareParams
 from sketch.loop_state import InvalidStepError, Memo, State
 from sketch.replay import TRACE, replay
 from sketch.search_policy import SearchParams, SketchPolicy
@@ -104,7 +105,8 @@ def _proposals() -> str:
         params = SearchParams(population_size=32, num_generations=2, num_cores=4, max_vector_lanes=16)
         # every machine fact pinned (cores, vector lanes), so the hash holds on any host
         policy = SketchPolicy(_Task(dag), RandomModel(seed=3), params, seed=11,
-                              sketches=generate_sketches(dag, num_cores=4))
+                              sketches=generate_sketches(dag, num_cores=4),
+                              hardware_params=HardwareParams(num_cores=4, vector_bits=512))
         measured: set[str] = set()
         best: list = []
         for r in range(2):
