@@ -560,6 +560,15 @@ class TaskScheduler:
             cb.finish(self)
         return result
 
+    def _per_round(self, n_tasks: int) -> int:
+        """min(num_measures_per_round, budget // tasks), at least 1; with no budget (a run that
+        only restores) the options' round size, which counts the restored rounds."""
+        opts = self.options
+        assert opts is not None
+        if opts.num_measure_trials == 0:
+            return opts.num_measures_per_round
+        return max(1, min(opts.num_measures_per_round, opts.num_measure_trials // n_tasks))
+
     def _run(self, log_path: str | None) -> str:
         opts = self.options
         assert opts is not None
@@ -570,13 +579,12 @@ class TaskScheduler:
                 paths.append(p)
         # Rounds of restored records are counted with the per-round size of this run.
         n_all = len(self.tasks)
-        self.per_round = max(1, min(opts.num_measures_per_round, opts.num_measure_trials // n_all or 1))
+        self.per_round = self._per_round(n_all)
         self._resume(paths)
         self._apply_filter()
         tuned = self.tuned_tasks()
         # Per-round trials as in Ansor, over the tasks that are tuned.
-        self.per_round = max(1, min(opts.num_measures_per_round,
-                                    opts.num_measure_trials // len(tuned) or 1))
+        self.per_round = self._per_round(len(tuned))
         for i in tuned:
             self.tasks[i].compute_dag.check_bounds()
         skipped = n_all - len(tuned)
