@@ -15,7 +15,9 @@ for one round (``per_round`` candidates, as ``tune_task`` does for one task); th
   sibling and still runs below the group's best throughput / beta: it is not similar after all.
 
 A task retires ("dead") when its round proposes nothing new, when its own early stopping triggers
-(``TuningOptions.early_stopping`` trials without improvement) or after too many errors in a row;
+(``TuningOptions.early_stopping`` trials without improvement), after too many errors in a row or
+when ``NO_VALID_ROUNDS`` rounds gave no valid schedule at all (it would otherwise, costing
+``NO_COST``, win every pick);
 the run ends at the budget, when every task is dead, when the objective has not improved for
 ``early_stopping`` trials once every tuned task has a cost, on a log write failure or on Ctrl-C
 (the shared ``ProgramMeasurer`` defers it while a batch is logged, so the log keeps every finished
@@ -69,6 +71,8 @@ logger = logging.getLogger("ansor.task_scheduler")
 # The latency a task without any valid measurement stands for in the objective (TVM's 1e10 s):
 # large enough that such a task dominates every gradient until it has a schedule.
 NO_COST = 1e10
+# A task with no valid measurement after this many rounds retires (see ``_round``).
+NO_VALID_ROUNDS = 3
 # The golden ratio base of the FLOP buckets of similar tasks (Ansor's choice).
 _FLOP_BUCKET_BASE = 1.618
 # A task leaves its similarity group after this many rounds more than any of its siblings.
@@ -505,6 +509,12 @@ class TaskScheduler:
         if self.model is not None:
             self.model.update(inputs, results)
         why = self.measurer.stop_reason(key, 2 ** 62, self.options.early_stopping)
+        if why is None and stats.best.best is None and st.rounds >= NO_VALID_ROUNDS:
+            # Without a valid cost the task stands for NO_COST and would win every pick until
+            # MAX_CONSECUTIVE_ERRORS: a task whose candidates all fail (e.g. a kernel the runner
+            # cannot call) would eat the budget.
+            why = f"no valid schedule in {st.rounds} rounds (last error: {stats.last_error[:120]})"
+            logger.warning("%s retired: %s", task.desc, why)
         if why is not None:
             st.dead = why
         logger.info("%s: round of %d, %d valid", task.desc, len(inputs), sum(map(is_valid, results)))

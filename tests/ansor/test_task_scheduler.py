@@ -369,3 +369,29 @@ def test_random_model_works_too():
     # A cost model without training (RandomModel) is accepted as the shared model.
     r = TaskScheduler(small_tasks(), callbacks=[], cost_model=RandomModel(seed=0)).tune(options(24))
     assert r.trials == 24 and all(c is not None and c < NO_COST for c in r.best_costs)
+
+
+class FailingRunner(FakeRunner):
+    """Every candidate of one workload fails (as a kernel the runner cannot call does)."""
+
+    def __init__(self, bad_key: str) -> None:
+        super().__init__()
+        self.bad_key = bad_key
+
+    def run(self, inputs, build_results, verbose=0):
+        from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureResult
+
+        out = super().run(inputs, build_results, verbose)
+        return [MeasureResult((MAX_FLOAT,), int(MeasureErrorNo.RUNTIME_DEVICE), "cannot call")
+                if inp.task.workload_key == self.bad_key else r for inp, r in zip(inputs, out)]
+
+
+def test_a_task_that_always_fails_retires():
+    # Without a cost it stands for NO_COST and would win every pick until 150 errors in a row.
+    tasks = small_tasks()
+    order = Order()
+    s = TaskScheduler(tasks, callbacks=[order])
+    r = s.tune(options(60, per_round=4, runner=FailingRunner(tasks[1].workload_key)))
+    assert order.picks.count(1) == 3 and r.task_trials[1] == 12 and r.best_costs[1] is None
+    assert s.state[1].dead.startswith("no valid schedule in 3 rounds (last error: RUNTIME_DEVICE")
+    assert r.trials == 60
