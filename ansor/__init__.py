@@ -6,7 +6,8 @@ Measurements (``LocalBuilder``, ``LocalRunner``) are isolated in worker processe
 JSON lines (``RecordToFile``, ``load_records``, ``best_record``, ``distill``). Tuning searches
 schedules by itself: ``SearchTask(func=..., args=...).tune(TuningOptions(...))`` returns a
 ``TuneResult``. Whole networks: ``ansor.networks.get(name)`` and ``ansor.frontend.from_onnx(path)``
-give an ``ansor.graph.Graph``, run by the numpy reference ``ansor.graph.run``.
+give an ``ansor.graph.Graph``, run by the numpy reference ``ansor.graph.run``; ``TaskScheduler``
+tunes a network's tasks (``extract_tasks``) with one trial budget.
 """
 from compute import te
 from compute.workload_registry import make_workload, register_workload
@@ -26,6 +27,8 @@ from .tuning import TuneResult, TuningOptions
 from . import frontend, graph, networks  # noqa: E402 - networks: ansor.networks.get(...); onnx loads lazily
 from .graph.executor import NetworkModule, UntunedTaskError, compile_network, load_module  # noqa: E402
 from .graph.tasks import extract_tasks  # noqa: E402
+from .task_scheduler import (LogEstimatedLatency, PrintTableInfo, TaskFilter,  # noqa: E402
+                             TaskScheduler, TaskSchedulerCallback)
 
 __all__ = [
     "BuildResult", "ComputeDAG", "HardwareParams",
@@ -34,5 +37,6 @@ __all__ = [
     "SearchTask", "Stage", "State", "TuneResult", "TuningOptions", "best_record", "build",
     "distill", "load_records", "compile_network", "extract_tasks", "load_module", "NetworkModule",
     "UntunedTaskError", "make_workload", "measure_batch", "register_workload", "te",
+    "LogEstimatedLatency", "PrintTableInfo", "TaskFilter", "TaskScheduler", "TaskSchedulerCallback",
 ]
 __version__ = "0.1.0"

@@ -106,7 +106,7 @@ def _ort_latency(ort, path: str, repeat: int = 5) -> float:
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add ``network {list, tasks, run}`` to ``subparsers``."""
+    """Add ``network {list, tasks, run, tune}`` to ``subparsers``."""
     p = subparsers.add_parser("network", help="whole networks: list the zoo, show tasks, compile and run")
     sub = p.add_subparsers(dest="network_command", required=True)
     sub.add_parser("list", help="the zoo's network names").set_defaults(func=_cmd_list)
@@ -120,6 +120,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
             q.add_argument("--log", default=None, help="tuning records to take schedules from")
             q.add_argument("--strict", action="store_true", help="fail if a task has no record")
         q.set_defaults(func=fn)
+    from . import network_tune  # noqa: PLC0415 - its own module: tuning a network
+    network_tune.add_parser(sub)
     return p
 
 

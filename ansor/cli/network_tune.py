@@ -1,0 +1,88 @@
+"""``ansor network tune MODEL --trials N --log F``: tune a whole network with the task scheduler.
+
+The network's tasks (``extract_tasks``) share one trial budget (``ansor.TaskScheduler``, gradient
+or round-robin); after each round the progress table is printed and the estimated-latency history
+is appended beside the log (``F.latency.tsv``, plotted to ``F.latency.png`` when matplotlib is
+installed). The run is resumable (run the same command again: the log's records are restored,
+nothing is measured twice, the cost model is retrained on them) and Ctrl-C safe (the log keeps
+every finished round). It ends with the estimated latency and the measured latency of the network
+compiled with the log's best schedules.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from ansor import argtypes
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``tune`` to the ``network`` subcommands."""
+    q = sub.add_parser("tune", help="tune MODEL's tasks with one trial budget (resumable, Ctrl-C safe)")
+    q.add_argument("model", help="a zoo name or a path to an .onnx file")
+    q.add_argument("--trials", type=argtypes.count(0), required=True,
+                   help="new measurements in this run, over all tasks")
+    q.add_argument("--log", required=True, help="record file: appended after every round, resumed from")
+    q.add_argument("--strategy", choices=("gradient", "round-robin"), default="gradient",
+                   help="which task gets the next round (default: gradient, as Ansor)")
+    q.add_argument("--tasks", default=None, metavar="PATTERN",
+                   help="tune only tasks whose description matches this glob or regular expression "
+                        "(see 'ansor network tasks MODEL'); the others are shown, not tuned")
+    q.add_argument("--min-share", type=argtypes.nonnegative(0.999), default=0.0, metavar="X",
+                   help="tune only tasks with at least this share of the estimated latency (0.05 = 5%%)")
+    q.add_argument("--per-round", type=argtypes.count(1), default=64, metavar="K",
+                   help="measurements per round (capped at trials / tasks; default 64)")
+    q.add_argument("--early-stopping", type=argtypes.count(1), default=None, metavar="T",
+                   help="a task retires after T trials without improvement")
+    q.add_argument("--seed", type=argtypes.seed, default=None, help="random seed")
+    q.add_argument("--seq-len", type=argtypes.count(1), default=None, help="sequence length (bert-base-layer)")
+    q.add_argument("--image-size", type=argtypes.count(1), default=None, help="image size (CNNs)")
+    q.add_argument("--verbose", type=argtypes.count(0), default=1, help="0: quiet, 1: table per round")
+    q.set_defaults(func=cmd_tune)
+    return q
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from ansor.graph.executor import compile_network
+    from ansor.graph.tasks import extract_tasks
+    from ansor.task_scheduler import (LogEstimatedLatency, PrintTableInfo, TaskFilter, TaskScheduler,
+                                      plot_latency_history)
+    from ansor.tuning import TuningOptions, format_duration
+    from measure.record import RecordFileError
+
+    from .network import _load
+
+    g = _load(args.model, args.seq_len, args.image_size)
+    tasks, weights = extract_tasks(g)
+    if not tasks:
+        raise SystemExit(f"ansor network tune: {args.model} has no task to tune")
+    history = f"{args.log}.latency.tsv"
+    try:
+        flt = TaskFilter(pattern=args.tasks, min_share=args.min_share) \
+            if args.tasks is not None or args.min_share else None
+        sched = TaskScheduler(tasks, weights, strategy=args.strategy, seed=args.seed, task_filter=flt,
+                              callbacks=[PrintTableInfo(), LogEstimatedLatency(history)])
+        opts = TuningOptions(num_measure_trials=args.trials, num_measures_per_round=args.per_round,
+                             early_stopping=args.early_stopping, log_file=args.log, seed=args.seed,
+                             verbose=args.verbose)
+        t0 = time.perf_counter()
+        res = sched.tune(opts)
+    except (ValueError, RecordFileError) as err:  # a filter matching nothing, an unusable log ...
+        raise SystemExit(f"ansor network tune: {err}") from None
+    print(f"tuning: {res.trials} new trial(s) ({res.restored} restored) in "
+          f"{format_duration(time.perf_counter() - t0)}; history in {history}")
+    if plot_latency_history(history, f"{args.log}.latency.png"):
+        print(f"plot: {args.log}.latency.png")
+    est = res.estimated_latency
+    print("estimated latency: " + ("- (some task has no valid schedule)" if est is None
+                                   else f"{est * 1e3:.3f} ms (sum of weight x best task latency)"))
+    if res.interrupted:
+        print(f"interrupted: run the same command again to resume from {args.log}")
+        return 130
+    if not os.path.isfile(args.log):
+        return 0
+    lib = compile_network(g, log_file=args.log)
+    b = lib.benchmark()
+    print(f"measured latency of the compiled network: {b['mean'] * 1e3:.3f} ms per inference")
+    return 0
