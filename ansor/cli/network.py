@@ -70,39 +70,46 @@ def _cmd_run(args: argparse.Namespace) -> int:
     worst = max(float(np.abs(out[k] - ref[k]).max() / (np.abs(ref[k]).max() or 1.0)) for k in ref)
     print(f"max error against the numpy reference (relative to the largest output): {worst:.2e}")
     b = lib.benchmark()
-    print(f"ansor: {b['mean'] * 1e3:.3f} ms per inference (executor overhead {b['overhead'] * 1e6:.1f} us, "
-          f"{100 * b['overhead_share']:.2f}%)")
-    if args.model.endswith(".onnx"):
-        try:
-            import onnxruntime as ort
-        except ImportError:
-            print("onnxruntime: not installed")
-        else:
-            print(f"onnxruntime: {_ort_latency(ort, args.model) * 1e3:.3f} ms per inference")
-    else:
-        print("onnxruntime/PyTorch: no reference model for a zoo network (pass an .onnx file)")
-    return 1 if worst > 1e-3 else 0
+    print(f"ansor: {b['mean'] * 1e3:.3f} ms per inference in this process (executor overhead "
+          f"{b['overhead'] * 1e6:.1f} us, {100 * b['overhead_share']:.2f}%)")
+    if worst > 1e-3:
+        return 1
+    if args.rounds > 0:
+        _compare(args, num_threads())
+    return 0
 
 
-def _ort_latency(ort, path: str, repeat: int = 5) -> float:
-    """Median seconds per onnxruntime inference of the model file on random inputs of its own
-    declared shapes and layout (latency does not depend on the values), with as many intra-op
-    threads as ansor uses."""
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = num_threads()
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for i in sess.get_inputs():
-        shape = [d if isinstance(d, int) else 1 for d in i.shape]
-        feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
-    sess.run(None, feeds)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+def _compare(args: argparse.Namespace, threads: int) -> None:
+    """Latency beside onnxruntime and PyTorch eager (those installed), fresh processes, alternating."""
+    import importlib.util
+
+    from ansor.bench.network_compare import compare_network
+
+    systems = ["ansor"] + [s for s, mod in (("onnxruntime", "onnxruntime"), ("torch", "torch"))
+                           if importlib.util.find_spec(mod) is not None]
+    missing = [s for s in ("onnxruntime", "torch") if s not in systems]
+    if "onnxruntime" in systems and "torch" not in systems and not args.model.endswith(".onnx"):
+        # a zoo network reaches onnxruntime through PyTorch's ONNX export
+        systems.remove("onnxruntime")
+        missing.append("onnxruntime (a zoo network is exported to ONNX through torch)")
+    opts = {k: v for k, v in (("seq_len", args.seq_len), ("image_size", args.image_size)) if v is not None}
+    print(f"timing {', '.join(systems)}: {threads} thread(s), a fresh process each, "
+          f"{args.rounds} alternating round(s), median ...", flush=True)
+    res = compare_network(args.model, opts, systems, threads=threads, rounds=args.rounds, log=args.log)
+    ours = res["ansor"]["seconds"]
+    rows = [("system", "latency (ms)", "ansor's speed-up")]
+    for s in systems:
+        r = res[s]
+        if r["seconds"] is None:
+            rows.append((s, "-", r.get("error", "no result")))
+            continue
+        ratio = "" if ours is None or s == "ansor" else f"{r['seconds'] / ours:.2f}x"
+        rows.append((s, f"{r['seconds'] * 1e3:.3f}", ratio))
+    widths = [max(len(row[c]) for row in rows) for c in range(3)]
+    for row in rows:
+        print("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")
+    for m in missing:
+        print(f"{m}: not installed (pip install 'ansor-py[compare]')")
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -119,6 +126,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         if name == "run":
             q.add_argument("--log", default=None, help="tuning records to take schedules from")
             q.add_argument("--strict", action="store_true", help="fail if a task has no record")
+            q.add_argument("--rounds", type=argtypes.count(0), default=3,
+                           help="rounds of the latency comparison with onnxruntime and PyTorch "
+                                "(fresh processes, alternating; 0: skip it)")
         q.set_defaults(func=fn)
     from . import network_tune  # noqa: PLC0415 - its own module: tuning a network
     network_tune.add_parser(sub)

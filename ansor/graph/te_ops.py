@@ -53,6 +53,8 @@ class _Ctx:
         # ids of the placeholders exactly one node of the group reads (a lowering may then
         # replace such a placeholder by one of another shape over the same buffer)
         self.read_once: set[int] = set()
+        # the graph's constants by value name (a lowering may bind a constant in another layout)
+        self.constants: dict[str, np.ndarray] = {}
 
     def name(self, op: str) -> str:
         self.count += 1
@@ -157,7 +159,21 @@ def _conv2d(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
 @_lower("dense")
 def _dense(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
-    return ops.dense(xs[0], xs[1], name=ctx.name("dense"))
+    data, weight = xs
+    k = next((i for i, p in enumerate(ctx.placeholders) if p is weight), None)
+    bound = None if k is None else ctx.inputs[k]
+    if id(weight) in ctx.read_once and isinstance(bound, str) and bound in ctx.constants:
+        # A constant weight [N, K] (ONNX Gemm transB, PyTorch Linear) is bound transposed, as
+        # [K, N], once at compile time: the output columns then read it contiguously, so they
+        # vectorize (on [N, K] each lane would gather from a row 4*K bytes away).
+        w_t = np.ascontiguousarray(ctx.constants[bound].T)
+        wt = te.placeholder(w_t.shape, weight.dtype, weight.name)
+        ctx.placeholders[k] = wt
+        ctx.inputs[k] = w_t
+        rk = te.reduce_axis((0, data.shape[1]), "k")
+        return te.compute((data.shape[0], w_t.shape[1]), lambda i, j: te.sum(data[i, rk] * wt[rk, j], axis=rk),
+                          name=ctx.name("dense"), tag="dense")
+    return ops.dense(data, weight, name=ctx.name("dense"))
 
 
 @_lower("matmul")
@@ -407,6 +423,7 @@ def _concat(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 def lower_group(group: FusedGroup, graph: Graph) -> LoweredGroup:
     """The group as tensors over placeholders ``p0, p1, ...`` for its inputs (first-use order)."""
     ctx = _Ctx()
+    ctx.constants = graph.constants
     env: dict[str, Tensor] = {}
     for value in group.inputs:
         t = graph.type_of(value)

@@ -1,0 +1,162 @@
+"""End-to-end latency of a network: ours against onnxruntime and PyTorch eager, each in a fresh process.
+
+``compare_network(model, ...)`` computes the graph reference's outputs on a fixed random input
+once, then runs every system in its own fresh process (``timing.run_fresh``: the same number of
+threads for every runtime), alternating systems over ``rounds`` rounds, and reports the median
+over rounds. Each worker first checks its outputs against the reference (a wrong network's speed
+means nothing) and then times one inference, inputs and outputs included, with the suite's
+``time_callable``.
+
+Systems: ``ansor`` (``compile_network`` with the records of ``log``, untuned schedules for the
+rest), ``onnxruntime`` (the model file itself for an ``.onnx`` MODEL; for a zoo network the graph
+exported through ``torch_graph.export_onnx``; default session options but the thread count), and
+``torch`` (``torch_graph.to_torch``: eager, channels-last images, ``inference_mode``).
+
+Worker: ``python -m ansor.bench.network_compare JOB.json`` (``JOB``: system, model, options).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .timing import emit_result, job_timing, run_fresh, time_callable, worker_env
+
+SYSTEMS = ("ansor", "onnxruntime", "torch")
+# outputs are compared relative to their largest magnitude (float32 kernels, float64 reference)
+MAX_REL_ERROR = 1e-3
+
+
+def load_graph(model: str, options: dict | None = None) -> Any:
+    """A zoo network (``ansor.networks`` name, ``options`` its keyword arguments) or an ONNX file."""
+    from ansor import frontend, networks  # noqa: PLC0415 - the frontend imports onnx lazily itself
+
+    if model.endswith(".onnx"):
+        return frontend.from_onnx(model)
+    return networks.get(model, **(options or {}))
+
+
+def _rel_error(out: np.ndarray, ref: np.ndarray) -> float:
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    if out.shape != ref.shape:
+        return float("inf")
+    return float(np.abs(out - ref).max() / (np.abs(ref).max() or 1.0))
+
+
+def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int):
+    """A callable doing one inference on ``feeds``, returning the outputs in graph order."""
+    system = job["system"]
+    if system == "ansor":
+        from ansor.graph.executor import compile_network  # noqa: PLC0415 - worker-only
+
+        lib = compile_network(graph, log_file=job.get("log"), verbose=False)
+        return lambda: [v for v in lib.run(feeds).values()]
+    if system == "onnxruntime":
+        import onnxruntime as ort  # noqa: PLC0415 - optional peer
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        sess = ort.InferenceSession(job["onnx_path"], opts, providers=["CPUExecutionProvider"])
+        names = [i.name for i in sess.get_inputs()]
+        ort_feeds = dict(zip(names, feeds.values()))
+        return lambda: sess.run(None, ort_feeds)
+    if system == "torch":
+        import torch  # noqa: PLC0415 - optional peer
+
+        from .torch_graph import to_torch  # noqa: PLC0415 - imports torch
+
+        torch.set_num_threads(threads)
+        module = to_torch(graph)
+        args = [torch.from_numpy(v) for v in feeds.values()]
+
+        def run() -> list:
+            with torch.inference_mode():
+                return [o.numpy() for o in module(*args)]
+        return run
+    raise ValueError(f"unknown system {system!r}; known: {', '.join(SYSTEMS)}")
+
+
+def worker(job: dict) -> dict:
+    """One system in this (fresh) process: check the outputs, then time one inference."""
+    threads = int(job["threads"])
+    graph = load_graph(job["model"], job.get("options"))
+    data = np.load(job["data"])
+    feeds = {n: data[f"in{i}"] for i, n in enumerate(graph.inputs)}
+    try:
+        fn = _system_fn(job, graph, feeds, threads)
+        outs = fn()
+    except ImportError as e:
+        return {"error": f"not installed: {e}"}
+    err = max(_rel_error(o, data[f"out{i}"]) for i, o in enumerate(outs))
+    if not err <= MAX_REL_ERROR:
+        return {"error": f"outputs differ from the graph reference (relative error {err:.2e})", "rel_error": err}
+    t = time_callable(fn, **job_timing(job))
+    return {"seconds": t["seconds"], "rel_error": err}
+
+
+def compare_network(model: str, options: dict | None = None, systems: Sequence[str] = SYSTEMS,
+                    threads: int = 2, rounds: int = 3, log: str | None = None,
+                    timing: dict | None = None, say: Any = None) -> dict:
+    """Median seconds per inference of each system over ``rounds`` alternating fresh-process
+    rounds: ``{system: {"seconds": median or None, "rounds": [...], "error": str (if any)}}``."""
+    from ansor.graph import run as reference_run  # noqa: PLC0415 - keeps the worker import light
+
+    graph = load_graph(model, options)
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in graph.inputs.items()}
+    ref = reference_run(graph, feeds)
+    out: dict[str, dict] = {s: {"rounds": [], "seconds": None} for s in systems}
+    with tempfile.TemporaryDirectory(prefix="ansor-net-") as tmp:
+        data = Path(tmp) / "data.npz"
+        np.savez(data, **{f"in{i}": v for i, v in enumerate(feeds.values())},
+                 **{f"out{i}": ref[o] for i, o in enumerate(graph.outputs)})
+        onnx_path = model if model.endswith(".onnx") else str(Path(tmp) / "model.onnx")
+        if "onnxruntime" in systems and not model.endswith(".onnx"):
+            try:
+                from .torch_graph import export_onnx  # noqa: PLC0415 - needs torch
+
+                export_onnx(graph, onnx_path)
+            except Exception as e:  # noqa: BLE001 - a peer that cannot be built is a table entry
+                out["onnxruntime"]["error"] = f"cannot export the graph to ONNX: {e}"
+        base = {"model": model, "options": options or {}, "data": str(data), "threads": threads,
+                "log": None if log is None else os.fspath(log), "onnx_path": onnx_path,
+                "timing": timing or {}}
+        for r in range(rounds):
+            # alternate the order so no system always runs right after another's warm-up
+            order = list(systems) if r % 2 == 0 else list(reversed(systems))
+            for system in order:
+                if "error" in out[system]:
+                    continue
+                job_file = Path(tmp) / f"job-{system}.json"
+                job_file.write_text(json.dumps({**base, "system": system}))
+                res = run_fresh(["-m", "ansor.bench.network_compare", str(job_file)], threads,
+                                env=worker_env())
+                if "error" in res:
+                    out[system]["error"] = res["error"]
+                    continue
+                out[system]["rounds"].append(res["seconds"])
+                if say is not None:
+                    say(f"round {r + 1}/{rounds}: {system} {res['seconds'] * 1e3:.3f} ms")
+    for s in systems:
+        if out[s]["rounds"]:
+            out[s]["seconds"] = statistics.median(out[s]["rounds"])
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m ansor.bench.network_compare JOB.json", file=sys.stderr)
+        return 2
+    emit_result(worker(json.loads(Path(args[0]).read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
