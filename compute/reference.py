@@ -81,7 +81,8 @@ def random_inputs(dag: ComputeDAG | Sequence[Tensor], seed: int = 0) -> list[np.
             arr = rng.integers(-8, 8, shape, dtype=np.dtype(d))
         else:
             arr = rng.integers(0, 16, shape, dtype=np.dtype(d))
-        out.append(np.ascontiguousarray(arr))
+        # np.require, not ascontiguousarray: that one makes a scalar argument (shape ()) 1-D.
+        out.append(np.require(arr, requirements="C"))
     return out
 
 

@@ -64,7 +64,7 @@ class _Ctx:
         """A placeholder for a derived constant array."""
         t = te.placeholder(arr.shape, str(arr.dtype), f"p{len(self.placeholders)}")
         self.placeholders.append(t)
-        self.inputs.append(np.ascontiguousarray(arr))
+        self.inputs.append(np.require(arr, requirements="C"))  # keeps a 0-d array 0-d
         return t
 
 
