@@ -9,6 +9,7 @@ schedules by itself: ``SearchTask(func=..., args=...).tune(TuningOptions(...))``
 give an ``ansor.graph.Graph``, run by the numpy reference ``ansor.graph.run``.
 """
 from compute import te
+from compute.compute_dag import ComputeDAG
 from compute.workload_registry import make_workload, register_workload
 from measure.builder import LocalBuilder
 from measure.local import measure_batch
@@ -19,7 +20,6 @@ from sketch.hardware import HardwareParams
 from sketch.loop_state import InvalidStepError, Iterator, Stage, State
 
 from .build_module import build
-from .compute_dag import ComputeDAG
 from .records import NoRecordError, best_record, distill, load_records
 from .search_task import SearchTask
 from .tuning import TuneResult, TuningOptions

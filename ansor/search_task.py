@@ -16,15 +16,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from compute import compute_dag as _cd
+from compute.compute_dag import ComputeDAG
 from compute.names import check_desc, check_name
 from compute.tensor import ComputeOp, Tensor
 from compute.workload_registry import (args_to_json, canonical_args, get_workload_func,
                                        make_workload, registered_name, workload_desc)
 from measure.target import host_hardware_params
 from sketch.hardware import HardwareParams
-
-from .compute_dag import ComputeDAG
 
 if TYPE_CHECKING:
     from cost_model.cost_model import CostModel
@@ -37,7 +35,7 @@ class SearchTask:
     """A computation to tune: ``compute_dag``, ``workload_key``, a readable ``desc``."""
 
     def __init__(self, func: Callable[..., Sequence[Tensor]] | str | None = None,
-                 args: Sequence[Any] = (), tensors: Sequence[Tensor] | _cd.ComputeDAG | None = None,
+                 args: Sequence[Any] = (), tensors: Sequence[Tensor] | ComputeDAG | None = None,
                  desc: str | None = None, hardware_params: HardwareParams | None = None):
         if hardware_params is not None and not isinstance(hardware_params, HardwareParams):
             raise TypeError("SearchTask hardware_params must be a sketch.hardware.HardwareParams, "
@@ -171,7 +169,7 @@ class SearchTask:
         return tune_task(self, options, cost_model, search_policy)
 
 
-def _dag_desc(dag: _cd.ComputeDAG) -> str:
+def _dag_desc(dag: ComputeDAG) -> str:
     """``C(A[17x9], B[9x7])``: outputs named after the inputs they are computed from."""
     def shape(t: Tensor) -> str:
         return "x".join(str(n) for n in t.shape)

@@ -18,10 +18,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from compute.compute_dag import ComputeDAG
 from sketch.loop_state import State
 
-# The schedule-aware DAG (init_state, replay, lower): what templates are given and call.
-from ..compute_dag import ComputeDAG
 from ..search_task import SearchTask
 from .space import ConfigEntity, ConfigSpace
 
