@@ -22,6 +22,7 @@ from compute.compute_dag import ComputeDAG
 from sketch.loop_state import State
 
 from ..search_task import SearchTask
+from .records import best_config_record
 from .space import ConfigEntity, ConfigSpace
 
 __all__ = ["InstantiationError", "Template", "TemplateTask", "create_task", "get_template",
@@ -202,8 +203,6 @@ class TemplateTask:
         """The best valid record of this task in ``log_file``: its configuration (None when the
         record does not carry one of this space) and its state. ``ansor.records.NoRecordError``
         when there is none."""
-        from .records import best_config_record
-
         return best_config_record(log_file, self)
 
 
