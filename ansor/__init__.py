@@ -10,6 +10,7 @@ give an ``ansor.graph.Graph``, run by the numpy reference ``ansor.graph.run``; `
 tunes a network's tasks (``extract_tasks``) with one trial budget.
 """
 from compute import te
+from compute.compute_dag import ComputeDAG
 from compute.workload_registry import make_workload, register_workload
 from measure.builder import LocalBuilder
 from measure.local import measure_batch
@@ -20,7 +21,6 @@ from sketch.hardware import HardwareParams
 from sketch.loop_state import InvalidStepError, Iterator, Stage, State
 
 from .build_module import build
-from .compute_dag import ComputeDAG
 from .records import NoRecordError, best_record, distill, load_records
 from .search_task import SearchTask
 from .tuning import TuneResult, TuningOptions

@@ -4,20 +4,18 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Sequence, Union
 
-from compute import compute_dag as _cd
+from compute.compute_dag import ComputeDAG
 from compute.tensor import Tensor
 from sketch.loop_state import State
 from sketch.lower import lower
 
-from .compute_dag import ComputeDAG
-
 if TYPE_CHECKING:
     from measure.kernel import Kernel
 
-Buildable = Union[Sequence[Tensor], _cd.ComputeDAG, State]
+Buildable = Union[Sequence[Tensor], ComputeDAG, State]
 
 
-def _func_name(dag: _cd.ComputeDAG) -> str:
+def _func_name(dag: ComputeDAG) -> str:
     outs = "_".join(op.name for op in dag.output_ops)
     return re.sub(r"\W", "_", outs)[:48] or "kernel"
 
@@ -34,7 +32,7 @@ def build(target: Buildable, name: str | None = None) -> "Kernel":
     """
     if isinstance(target, State):
         state = target
-    elif isinstance(target, _cd.ComputeDAG):
+    elif isinstance(target, ComputeDAG):
         state = State.initial(target)
     elif isinstance(target, (list, tuple)):
         state = State.initial(ComputeDAG(list(target)))

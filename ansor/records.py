@@ -18,12 +18,9 @@ import json
 import os
 import shutil
 import tempfile
-import warnings
-from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
-from compute.workload_registry import canonical_args, workload_desc
 from measure.builder import LocalBuilder
 from measure.checks import MAX_TIMEOUT_S, check_count, check_nonnegative, check_seconds
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
@@ -32,14 +29,11 @@ from measure.record import (LineWarner, RecordFileError, RecordLine, RecordToFil
 from measure.runner import LocalRunner
 
 from .search_task import SearchTask
+from .task_records import NoRecordError, describe_missing, find_best, record_to_input, task_desc
 
 __all__ = ["DistillReport", "NoRecordError", "RecordFileError", "RecordToFile", "RecordWarning",
            "VerifyRow", "WorkloadSummary", "best_record", "describe_missing", "distill",
            "load_records", "record_to_input", "summarize", "verify_best"]
-
-
-class NoRecordError(LookupError):
-    """The log holds no valid record of the task (the message says what it holds instead)."""
 
 
 class _Tasks:
@@ -86,21 +80,6 @@ def _rebuild_task(line: RecordLine) -> SearchTask | str:
     return task
 
 
-def record_to_input(line: RecordLine, task: SearchTask,
-                    on_error: Callable[[int, str], None]) -> MeasureInput | None:
-    """The measure input of one record line: its steps replayed on ``task`` (the task rebuilt
-    from the record, or one the caller holds). The one place every reader of records - the
-    loaders here, resuming a tuning run, the template tuners - turns a line into an input.
-    Steps that do not replay call ``on_error(lineno, why)`` (a ``LineWarner``) and give None."""
-    try:
-        state = task.compute_dag.replay(line.steps)
-    except Exception as err:  # noqa: BLE001 - steps from a file may fail in any way
-        on_error(line.lineno, f"its steps do not replay on {task.desc}: {type(err).__name__}: "
-                              f"{str(err)[:200]}")
-        return None
-    return MeasureInput(task, state)
-
-
 def load_records(path: str | os.PathLike) -> Iterator[tuple[MeasureInput, MeasureResult]]:
     """Stream every loadable record of ``path`` (failed measurements included) as
     ``(MeasureInput(task, state), MeasureResult)``; bad lines are skipped with a warning."""
@@ -130,86 +109,11 @@ def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
     Streams, and replays only records that improve on the best so far.
     """
     path = os.fspath(path)
-    given = None if isinstance(task_or_workload_key, str) else task_or_workload_key
-    key = task_or_workload_key if given is None else given.workload_key
-    here = target_key if target_key is not None else target_summary()["key"]
     warner = LineWarner(path)
-    tasks = _Tasks(warner)
-    # Index True: this machine's (or target_key's) records; False: every other toolchain's.
-    best: dict[bool, tuple[MeasureInput, MeasureResult, RecordLine]] = {}
-    for line in iter_lines(path, warner):
-        if line.workload_key != key or not line.is_valid:
-            continue
-        mine = line.target_key == here
-        if not mine and (target_key is not None or True in best):
-            continue  # another toolchain's: only a fallback, and not needed once one of ours is
-        cost = line.result.mean_cost
-        if mine in best and cost >= best[mine][1].mean_cost:
-            continue
-        task = given if given is not None else tasks.get(line)
-        if task is None:
-            continue
-        inp = record_to_input(line, task, warner)
-        if inp is not None:
-            best[mine] = (inp, line.result, line)
-    warner.finish()
-    if True in best:
-        return best[True][:2]
-    if False not in best:
-        return None
-    inp, res, line = best[False]
-    ours = target_summary()
-    warnings.warn(
-        f"{path}: no valid record of {inp.task.desc} was measured on this machine "
-        f"({ours.get('cpu', '?')}, toolchain {here}); using the best of another's, line "
-        f"{line.lineno}, measured on {line.target.get('cpu', '?')} (toolchain "
-        f"{line.target_key or '?'}): it may not be the fastest schedule here", UserWarning,
-        stacklevel=2)
-    return inp, res
-
-
-def _task_desc(task_json: dict) -> str:
-    """A record's task description without rebuilding the task (works for unregistered ones)."""
-    desc = task_json.get("desc")
-    if isinstance(desc, str):
-        return desc
-    name, args = task_json.get("workload"), task_json.get("args", [])
-    if isinstance(name, str):
-        try:
-            return workload_desc(name, canonical_args(args))
-        except (TypeError, ValueError):
-            return name + "(?)"
-    return "?"
-
-
-def describe_missing(path: str | os.PathLike, task: SearchTask) -> str:
-    """Why ``path`` has no usable record for ``task``, and what it holds instead."""
-    path = os.fspath(path)
-    head = f"no valid record of {task.desc} (workload key {task.workload_key}) in {path}"
-    mine: Counter = Counter()
-    others: dict[str, int] = {}
-    with warnings.catch_warnings():  # the search that failed has already warned about bad lines
-        warnings.simplefilter("ignore", RecordWarning)
-        for line in iter_lines(path):
-            if line.workload_key == task.workload_key:
-                mine["valid" if line.is_valid else MeasureErrorNo(line.result.error_no).name] += 1
-            else:
-                d = _task_desc(line.task)
-                others[d] = others.get(d, 0) + 1
-    if mine["valid"]:
-        return (f"{head}: its {mine['valid']} valid record(s) do not replay on this task's DAG "
-                "(see the warnings)")
-    if mine:
-        errs = ", ".join(f"{k} x{n}" for k, n in mine.most_common())
-        return f"{head}: all {sum(mine.values())} record(s) of it failed ({errs})"
-    if not others:
-        return f"{head}: the file holds no records"
-    same_name = [d for d in others if task.workload_name and d.startswith(task.workload_name + "(")]
-    listed = same_name or list(others)
-    more = "" if len(listed) <= 8 else f" and {len(listed) - 8} more"
-    what = ("records of the same workload with other arguments: " if same_name
-            else f"{sum(others.values())} record(s) of other workloads: ")
-    return f"{head}; it holds {what}{', '.join(listed[:8])}{more}"
+    if isinstance(task_or_workload_key, str):
+        return find_best(path, task_or_workload_key, _Tasks(warner).get, warner, target_key)
+    given = task_or_workload_key
+    return find_best(path, given.workload_key, lambda line: given, warner, target_key)
 
 
 @dataclass(frozen=True)
@@ -393,7 +297,7 @@ def summarize(path: str | os.PathLike) -> list[WorkloadSummary]:
     for line in iter_lines(path):
         a = acc.get(line.workload_key)
         if a is None:
-            a = acc[line.workload_key] = {"desc": _task_desc(line.task), "n": 0, "valid": 0,
+            a = acc[line.workload_key] = {"desc": task_desc(line.task), "n": 0, "valid": 0,
                                           "best": None, "flop": line.flop, "targets": set()}
         a["n"] += 1
         a["targets"].add(line.target_key)
@@ -467,7 +371,7 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
     inputs: list[MeasureInput] = []
     slots: list[int] = []
     for line in best.values():
-        desc, recorded = _task_desc(line.task), line.result.mean_cost
+        desc, recorded = task_desc(line.task), line.result.mean_cost
         same = line.target_key == here
         task = tasks.get(line)
         inp = None if task is None else record_to_input(line, task, warner)
@@ -487,7 +391,7 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
         for slot, inp, res in zip(slots, inputs, results):
             line = best[inp.task.workload_key]
             rows[slot] = VerifyRow(
-                _task_desc(line.task), line.result.mean_cost, res.mean_cost if res.ok else None,
+                task_desc(line.task), line.result.mean_cost, res.mean_cost if res.ok else None,
                 "" if res.ok else f"{MeasureErrorNo(res.error_no).name}: "
                                   f"{error_summary(res.error_msg)}",
                 line.target_key == here)

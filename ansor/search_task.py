@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from compute import compute_dag as _cd
+from compute.compute_dag import ComputeDAG
 from compute.names import check_desc, check_name
 from compute.tensor import ComputeOp, Tensor
 from compute.workload_registry import (args_to_json, canonical_args, get_workload_func,
@@ -24,20 +24,19 @@ from compute.workload_registry import (args_to_json, canonical_args, get_workloa
 from measure.target import host_hardware_params
 from sketch.hardware import HardwareParams
 
-from .compute_dag import ComputeDAG
+from .task_records import NoRecordError, best_of_task, describe_missing
+from .tuning import TuneResult, TuningOptions, tune_task
 
 if TYPE_CHECKING:
     from cost_model.cost_model import CostModel
     from sketch.loop_state import State
-
-    from .tuning import TuneResult, TuningOptions
 
 
 class SearchTask:
     """A computation to tune: ``compute_dag``, ``workload_key``, a readable ``desc``."""
 
     def __init__(self, func: Callable[..., Sequence[Tensor]] | str | None = None,
-                 args: Sequence[Any] = (), tensors: Sequence[Tensor] | _cd.ComputeDAG | None = None,
+                 args: Sequence[Any] = (), tensors: Sequence[Tensor] | ComputeDAG | None = None,
                  desc: str | None = None, hardware_params: HardwareParams | None = None):
         if hardware_params is not None and not isinstance(hardware_params, HardwareParams):
             raise TypeError("SearchTask hardware_params must be a sketch.hardware.HardwareParams, "
@@ -142,19 +141,17 @@ class SearchTask:
         """The schedule of this task's best valid record in ``log_file``, replayed on this task's
         DAG (ready for ``ansor.build``).
 
-        Raises ``ansor.records.NoRecordError`` (a LookupError) explaining what the log holds
+        Raises ``NoRecordError`` (``ansor.records``, ``ansor.task_records``) (a LookupError) explaining what the log holds
         instead - e.g. records of the same workload with other arguments - when there is none.
         """
-        from .records import NoRecordError, best_record, describe_missing
-
-        best = best_record(log_file, self)
+        best = best_of_task(log_file, self)
         if best is None:
             raise NoRecordError(describe_missing(log_file, self))
         return best[0].state
 
     # ---- tuning ------------------------------------------------------------------------------
-    def tune(self, options: "TuningOptions | None" = None, cost_model: "CostModel | None" = None,
-             search_policy: Any | None = None) -> "TuneResult":
+    def tune(self, options: TuningOptions | None = None, cost_model: "CostModel | None" = None,
+             search_policy: Any | None = None) -> TuneResult:
         """Search for a fast schedule of this task by measuring candidates on this machine.
 
         ``options`` (``ansor.TuningOptions``) sets the trial budget, the log file (appended after
@@ -166,12 +163,10 @@ class SearchTask:
         ``cost_model`` attribute. Ctrl-C ends the run cleanly with the log intact; the result then
         says so (``interrupted``).
         """
-        from .tuning import tune_task
-
         return tune_task(self, options, cost_model, search_policy)
 
 
-def _dag_desc(dag: _cd.ComputeDAG) -> str:
+def _dag_desc(dag: ComputeDAG) -> str:
     """``C(A[17x9], B[9x7])``: outputs named after the inputs they are computed from."""
     def shape(t: Tensor) -> str:
         return "x".join(str(n) for n in t.shape)

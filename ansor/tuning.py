@@ -37,7 +37,7 @@ from measure.runtime import check_num_threads
 from .measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
                        ProgramMeasurer, is_valid)
 from .measurer import error_name as _error_name
-from .records import record_to_input
+from .task_records import record_to_input
 
 if TYPE_CHECKING:
     from sketch.loop_state import State

@@ -25,13 +25,17 @@ conditions guarding it hold (the select branch it sits in, a reduction's ``where
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from . import dtype as dt
 from . import expr as E
-from .tensor import ComputeOp, Operation
+from .evaluator import Evaluator, evaluate_ops, plan_blocks, random_arrays, ranges
+from .tensor import ComputeOp, Operation, PlaceholderOp
 
 if TYPE_CHECKING:
     from .compute_dag import ComputeDAG
@@ -385,12 +389,6 @@ def check_unproven(dag: "ComputeDAG", accesses: list[Access], data_dependent: bo
 def _check_on_grid(acc: Access) -> bool:
     """Decide ``acc`` exactly by evaluating its index and guards over the axes they use, in
     chunks; False if the grid is too large."""
-    import itertools
-
-    import numpy as np
-
-    from .reference import _Evaluator, _plan_blocks, _ranges  # the reference imports the DAG
-
     exprs = [acc.load.indices[acc.position]] + [c for c, _ in acc.guards]
     axes = list(acc.op.axes) + list(acc.op.reduce_axes)
     used_ids = {id(v) for x in exprs for v in E.free_vars(x)}
@@ -399,14 +397,14 @@ def _check_on_grid(acc: Access) -> bool:
     if math.prod(extents) > GRID_MAX:
         return False
     n = acc.load.tensor.shape[acc.position]
-    blocks = _plan_blocks(extents, list(range(len(used))), GRID_CHUNK)
-    for box in itertools.product(*[_ranges(e, b) for e, b in zip(extents, blocks)]):
+    blocks = plan_blocks(extents, list(range(len(used))), GRID_CHUNK)
+    for box in itertools.product(*[ranges(e, b) for e, b in zip(extents, blocks)]):
         env = {}
         for d, (a, (lo, hi)) in enumerate(zip(used, box)):
             shape = [1] * len(used)
             shape[d] = hi - lo
             env[id(a)] = np.arange(a.lo + lo, a.lo + hi, dtype=np.dtype(a.dtype)).reshape(shape)
-        ev = _Evaluator(env, {})
+        ev = Evaluator(env, {})
         grid = tuple(hi - lo for lo, hi in box)
         with np.errstate(all="ignore"):  # the machine's wrap-around is the semantics
             idx = np.broadcast_to(np.asarray(ev.eval(exprs[0])[0]), grid)
@@ -426,10 +424,10 @@ def _check_on_grid(acc: Access) -> bool:
 
 
 def _check_with_reference(dag: "ComputeDAG", accesses: list[Access]) -> None:
-    from . import reference
-
+    placeholders = [t.op for t in dag.tensors if isinstance(t.op, PlaceholderOp)]
+    values = dict(zip(placeholders, random_arrays(dag.tensors, seed=0)))  # the tuner's inputs
     try:
-        reference.evaluate(dag, reference.random_inputs(dag, seed=0))
+        evaluate_ops(dag.ops, values)
     except IndexError as err:
         first = accesses[0]
         raise OutOfBoundsError(

@@ -5,21 +5,59 @@ order the compiled kernel will take them). It orders the operations topologicall
 input the computation reads is an argument, and computes per operation the facts the sketch rules
 test (elementwise? reduction? strictly inlineable? needs multi-level tiling for data reuse?), the
 FLOP count, a readable print and a stable workload key.
+
+It is also where users start a schedule (``dag.init_state()``, ``dag.replay(steps)``,
+``dag.lower(state)``), but schedules belong to the layer above (``sketch``), which this one must not
+import. That layer registers itself as the DAG's *schedule backend* when it is imported
+(``set_schedule_backend``, called by ``sketch/__init__.py``); the three methods delegate to it, so
+there is one ``ComputeDAG`` class wherever a DAG is made, and without the schedule layer they say
+what is missing.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from . import access_bounds
 from . import expr as E
 from .dag_json import SCHEMA_VERSION, from_json, to_json  # noqa: F401 (SCHEMA_VERSION re-exported)
+from .loop_ir import PrimFunc
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+
+if TYPE_CHECKING:  # annotations only: the schedule types are the layer above's (see above)
+    from sketch.loop_state import State
+    from sketch.transform_steps import Step
 
 # Intrinsics that cost tens of cycles: inlining them into a tiled consumer would recompute them.
 EXPENSIVE_FUNCS = frozenset({"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "pow"})
+
+
+class ScheduleBackend(Protocol):
+    """What the schedule layer provides to ``ComputeDAG``'s schedule entry points."""
+
+    def init_state(self, dag: "ComputeDAG") -> "State": ...
+
+    def replay(self, dag: "ComputeDAG", steps: Sequence["Step"]) -> "State": ...
+
+    def lower(self, state: "State", name: str) -> PrimFunc: ...
+
+
+_schedule_backend: ScheduleBackend | None = None
+
+
+def set_schedule_backend(backend: ScheduleBackend) -> None:
+    """Register the schedule layer (done once, by ``sketch`` when it is imported)."""
+    global _schedule_backend
+    _schedule_backend = backend
+
+
+def _backend(method: str) -> ScheduleBackend:
+    if _schedule_backend is None:
+        raise RuntimeError(f"ComputeDAG.{method} needs the schedule layer, which registers itself "
+                           "when imported: import sketch (or ansor) first")
+    return _schedule_backend
 
 
 @dataclass
@@ -155,6 +193,20 @@ class ComputeDAG:
 
     def to_json(self) -> dict:
         return to_json(self)
+
+    # ---- schedules (delegated to the schedule layer, see the module docstring) ----------------
+    def init_state(self) -> "State":
+        """The default schedule: every operation computed at root, loops in declaration order."""
+        return _backend("init_state").init_state(self)
+
+    def replay(self, steps: Iterable["Step"]) -> "State":
+        """Rebuild the state that ``steps`` produce from the initial state (deterministic)."""
+        return _backend("replay").replay(self, list(steps))
+
+    def lower(self, state: "State | None" = None, name: str = "default_function") -> PrimFunc:
+        """The loop IR of ``state`` (default: the initial state)."""
+        backend = _backend("lower")
+        return backend.lower(state if state is not None else backend.init_state(self), name)
 
     @classmethod
     def from_json(cls, data: dict) -> "ComputeDAG":

@@ -19,6 +19,7 @@ from typing import Iterable, Sequence
 from . import dtype as dt
 from .expr_walk import fold, post_order, rewrite  # re-exported: E.fold, E.rewrite, E.post_order
 from .int_arith import _fold_int, _wrap_int, int_range  # int_range re-exported as E.int_range
+from .printer import CMP, PREC, SYM, UNARY_PREC, Pieces, const_text, expr_str, join
 
 _INTERN: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
 _UID = count()
@@ -74,9 +75,12 @@ class Expr:
         )
 
     def __repr__(self) -> str:
-        from .printer import expr_str
-
         return expr_str(self)
+
+    def _pieces(self, parent_prec: int) -> Pieces:
+        """How this node prints (see ``compute.printer``); every node class says its own."""
+        name = getattr(self, "name", None) or type(self).__name__
+        return f"<{name}>"
 
     # ---- Python operators -------------------------------------------------------------------
     def __add__(self, o): return binary("add", self, o)
@@ -116,6 +120,9 @@ class Const(Expr):
     def _init(self, value):
         object.__setattr__(self, "value", value)
 
+    def _pieces(self, parent_prec: int) -> Pieces:
+        return const_text(self.value, self.dtype)
+
 
 class Var(Expr):
     """A symbolic integer variable (loop counter). Each Var is distinct, whatever its name."""
@@ -127,6 +134,9 @@ class Var(Expr):
     def _init(self, name, uid):
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "uid", uid)
+
+    def _pieces(self, parent_prec: int) -> Pieces:
+        return self.name
 
 
 class IterVar(Var):
@@ -169,6 +179,13 @@ class Binary(_TwoOperands):
     def with_children(self, c):
         return binary(self.op, c[0], c[1])
 
+    def _pieces(self, parent_prec: int) -> Pieces:
+        if self.op in ("min", "max"):
+            return [f"{self.op}(", (self.a, 0), ", ", (self.b, 0), ")"]
+        p = PREC[self.op]
+        s = [(self.a, p), SYM[self.op], (self.b, p + 1)]
+        return ["(", *s, ")"] if p < parent_prec else s
+
 
 class Compare(_TwoOperands):
     """lt le gt ge eq ne, giving bool."""
@@ -177,6 +194,11 @@ class Compare(_TwoOperands):
 
     def with_children(self, c):
         return compare(self.op, c[0], c[1])
+
+    def _pieces(self, parent_prec: int) -> Pieces:
+        p = PREC["cmp"]
+        s = [(self.a, p + 1), CMP[self.op], (self.b, p + 1)]
+        return ["(", *s, ")"] if p < parent_prec else s
 
     def __bool__(self) -> bool:
         # Structural comparison: this is what makes `expr in list` and dict lookups work.
@@ -204,6 +226,9 @@ class Unary(Expr):
     def with_children(self, c):
         return unary(self.op, c[0])
 
+    def _pieces(self, parent_prec: int) -> Pieces:
+        return ["-" if self.op == "neg" else "!", (self.a, UNARY_PREC)]
+
 
 class Call(Expr):
     """A math intrinsic: exp log sqrt rsqrt tanh sigmoid erf pow abs floor ceil trunc round."""
@@ -221,6 +246,9 @@ class Call(Expr):
 
     def with_children(self, c):
         return call(self.name, *c)
+
+    def _pieces(self, parent_prec: int) -> Pieces:
+        return [f"{self.name}(", *join([(a, 0) for a in self.args], ", "), ")"]
 
 
 class Select(Expr):
@@ -240,6 +268,9 @@ class Select(Expr):
     def with_children(self, c):
         return select(c[0], c[1], c[2])
 
+    def _pieces(self, parent_prec: int) -> Pieces:
+        return ["select(", (self.cond, 0), ", ", (self.true_value, 0), ", ", (self.false_value, 0), ")"]
+
 
 class Cast(Expr):
     __slots__ = ("value",)
@@ -253,6 +284,9 @@ class Cast(Expr):
 
     def with_children(self, c):
         return cast(c[0], self.dtype)
+
+    def _pieces(self, parent_prec: int) -> Pieces:
+        return [f"{self.dtype}(", (self.value, 0), ")"]
 
 
 class TensorLoad(Expr):
@@ -271,6 +305,10 @@ class TensorLoad(Expr):
 
     def with_children(self, c):
         return TensorLoad._make(self.dtype, self.tensor, tuple(c))
+
+    def _pieces(self, parent_prec: int) -> Pieces:
+        name = self.tensor.name  # type: ignore[attr-defined]
+        return [f"{name}[", *join([(i, 0) for i in self.indices], ", "), "]"]
 
 
 class Reduce(Expr):
@@ -297,6 +335,11 @@ class Reduce(Expr):
 
     def with_children(self, c):
         return Reduce._make(self.dtype, self.combiner, c[0], self.axes, c[1] if len(c) > 1 else None)
+
+    def _pieces(self, parent_prec: int) -> Pieces:
+        axes = ", ".join(a.name for a in self.axes)
+        w = [] if self.where is None else [", where=", (self.where, 0)]
+        return [f"{self.combiner}(", (self.source, 0), f", axis=[{axes}]", *w, ")"]
 
 
 # ---- constructors ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Callable, Iterator, Sequence
 
 from . import dtype as dt
 from . import expr as E
+from .printer import Pieces, join
 
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 _BUF_UID = count()
@@ -76,6 +77,9 @@ class BufferLoad(E.Expr):
     def _init(self, buffer, indices):
         object.__setattr__(self, "buffer", buffer)
         object.__setattr__(self, "indices", indices)
+
+    def _pieces(self, parent_prec: int) -> Pieces:
+        return [f"{self.buffer.name}[", *join([(i, 0) for i in self.indices], ", "), "]"]  # as a tensor load
 
     def children(self):
         return self.indices

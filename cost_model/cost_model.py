@@ -7,19 +7,23 @@ interface; ``RandomModel`` is the baseline that shows what the search alone achi
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
+
+from measure.measure import MeasureInput, MeasureResult
+from sketch.contracts import TaskLike
+from sketch.loop_state import State
 
 
 class CostModel:
     """Interface: ``update`` with measured candidates, ``predict`` scores (higher is better)."""
 
-    def update(self, inputs: Sequence[Any], results: Sequence[Any]) -> None:
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
         """Learn from measured ``MeasureInput``s and their ``MeasureResult``s."""
         raise NotImplementedError
 
-    def predict(self, task: Any, states: Sequence[Any]) -> np.ndarray:
+    def predict(self, task: TaskLike, states: Sequence[State]) -> np.ndarray:
         """One score per state (float array of len(states)); higher means predicted faster."""
         raise NotImplementedError
 
@@ -30,8 +34,8 @@ class RandomModel(CostModel):
     def __init__(self, seed: int | None = None):
         self.rng = np.random.default_rng(seed)
 
-    def update(self, inputs: Sequence[Any], results: Sequence[Any]) -> None:
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
         return None
 
-    def predict(self, task: Any, states: Sequence[Any]) -> np.ndarray:
+    def predict(self, task: TaskLike, states: Sequence[State]) -> np.ndarray:
         return self.rng.uniform(0.0, 1.0, size=len(states))

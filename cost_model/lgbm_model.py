@@ -27,8 +27,10 @@ import numpy as np
 
 from compute.compute_dag import ComputeDAG
 from compute.workload_registry import make_workload
-from measure.measure import MAX_FLOAT
+from measure.measure import MAX_FLOAT, MeasureInput, MeasureResult
 from measure.record import LineWarner, iter_lines
+from sketch.contracts import TaskLike
+from sketch.loop_state import State
 from sketch.replay import replay
 
 from .cost_model import CostModel
@@ -151,7 +153,7 @@ class LGBModel(CostModel):
         d.costs.append(cost)
         return True
 
-    def update(self, inputs: Sequence[Any], results: Sequence[Any]) -> None:
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
         """Learn from measured candidates; retrains unless too little new data came in."""
         for inp, res in zip(inputs, results):
             self._see(inp.task)
@@ -168,7 +170,7 @@ class LGBModel(CostModel):
         self._maybe_train(force=added > 0)
         return added
 
-    def update_from_records(self, records: Iterable[tuple[Any, Any]]) -> int:
+    def update_from_records(self, records: Iterable[tuple[MeasureInput, MeasureResult]]) -> int:
         """Learn from ``(MeasureInput, MeasureResult)`` pairs, as the records layer reads them
         (``ansor.records.load_records``), training once at the end; returns the number added."""
         added = 0
@@ -266,7 +268,7 @@ class LGBModel(CostModel):
             out += self.booster.predict(rows, raw_score=True, num_threads=self._threads(len(rows)))
         return out
 
-    def predict(self, task: Any, states: Sequence[Any]) -> np.ndarray:
+    def predict(self, task: TaskLike, states: Sequence[State]) -> np.ndarray:
         """Predicted normalised throughput per state (higher is faster); NaN for a state whose
         features could not be computed (the search drops it)."""
         self._see(task)

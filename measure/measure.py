@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from sketch.contracts import TaskLike
+from sketch.loop_state import State
+
 # A failed measurement's cost, so that sorting by cost puts failures last.
 MAX_FLOAT = 1e10
 
@@ -31,10 +34,10 @@ class MeasureErrorNo(IntEnum):
 
 @dataclass(frozen=True)
 class MeasureInput:
-    """One candidate: a task (anything with ``compute_dag`` and ``workload_key``) and a state."""
+    """One candidate: a task (``compute_dag`` and ``workload_key``: a SearchTask) and a state."""
 
-    task: Any
-    state: Any  # sketch.loop_state.State
+    task: TaskLike
+    state: State
 
 
 @dataclass(frozen=True)

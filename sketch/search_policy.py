@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .contracts import CostModelLike, TaskLike
 from .hardware import HardwareParams
 from .init_population import lowers, lowers_cached, sample_initial_population
 from .loop_state import InvalidStepError, State
@@ -34,15 +35,16 @@ logger = logging.getLogger("ansor.search")
 class SketchPolicy:
     """The Ansor search for one task.
 
-    ``task``: anything with ``compute_dag`` and ``workload_key`` (a SearchTask). ``cost_model``:
-    a ``CostModel`` (``predict(task, states)``: higher is faster). ``sketches``: the task's
+    ``task``: a ``sketch.contracts.TaskLike`` (``compute_dag`` and ``workload_key``: a
+    SearchTask). ``cost_model``: a ``CostModelLike`` (``predict(task, states)``: higher is
+    faster; a ``cost_model.CostModel``). ``sketches``: the task's
     sketches (default: ``sketch.sketch_rules.generate_sketches``). ``seed`` makes a round
     reproducible given the same model scores. ``hardware_params``: the machine searched for
     (default: the task's ``hardware_params``); it fills the ``params`` not set explicitly
     (``SearchParams.with_hardware``) and the sketch rules' core count.
     """
 
-    def __init__(self, task: Any, cost_model: Any, params: SearchParams | None = None,
+    def __init__(self, task: TaskLike, cost_model: CostModelLike, params: SearchParams | None = None,
                  seed: int | None = None, verbose: int = 0,
                  sketches: Sequence[State] | None = None,
                  hardware_params: HardwareParams | None = None):

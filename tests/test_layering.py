@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -70,3 +71,21 @@ def test_no_cross_package_import_hidden_in_a_function() -> None:
     assert not new, ("imports of another package inside a function, with no comment saying why "
                      "they must be lazy (hoist them to the top of the module, or say why):\n"
                      + "\n".join(new))
+
+
+def test_an_upward_import_breaks_the_contracts(tmp_path: pathlib.Path) -> None:
+    # The check above must be able to fail: on a copy of the tree where a compute module imports
+    # ansor (the top layer), lint-imports reports the layers contract broken and names the import.
+    # The copy comes first on sys.path (the working directory), so the real tree is not read.
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    victim = tmp_path / "compute" / "dtype.py"
+    victim.write_text(victim.read_text() + "\nimport ansor  # noqa: E402,F401 - the upward import\n")
+    run = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    proc = subprocess.run([sys.executable, "-c", run, "--no-cache", "--no-logo",
+                           "--config", str(tmp_path / "pyproject.toml")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0, proc.stdout
+    assert "Packages import only downwards" in proc.stdout and "BROKEN" in proc.stdout
+    assert "compute.dtype -> ansor" in proc.stdout, proc.stdout

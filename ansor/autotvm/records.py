@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 from measure.measure import MAX_FLOAT, MeasureInput, MeasureResult
 from measure.record import (LineWarner, RecordLine, RecordToFile, append_durably, iter_lines)
 
+from ..task_records import NoRecordError, describe_missing, record_to_input
 from .space import ConfigEntity
 
 if TYPE_CHECKING:
@@ -146,8 +147,6 @@ def best_config_record(log_file: str | os.PathLike, task: "TemplateTask"
     replayed on the task's DAG). ``ansor.records.NoRecordError`` when there is none. Streams,
     and replays only records that beat the best so far; one whose steps do not replay is
     skipped with a ``RecordWarning`` naming its line."""
-    from ..records import NoRecordError, describe_missing, record_to_input
-
     best: tuple[ConfigRecord, "State"] | None = None
     cost = MAX_FLOAT
     warner = LineWarner(os.fspath(log_file))

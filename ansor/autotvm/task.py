@@ -18,11 +18,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from compute.compute_dag import ComputeDAG
 from sketch.loop_state import State
 
-# The schedule-aware DAG (init_state, replay, lower): what templates are given and call.
-from ..compute_dag import ComputeDAG
 from ..search_task import SearchTask
+from .records import best_config_record
 from .space import ConfigEntity, ConfigSpace
 
 __all__ = ["InstantiationError", "Template", "TemplateTask", "create_task", "get_template",
@@ -203,8 +203,6 @@ class TemplateTask:
         """The best valid record of this task in ``log_file``: its configuration (None when the
         record does not carry one of this space) and its state. ``ansor.records.NoRecordError``
         when there is none."""
-        from .records import best_config_record
-
         return best_config_record(log_file, self)
 
 

@@ -29,11 +29,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from compute.compute_dag import ComputeDAG
 from compute.tensor import ComputeOp
 from sketch.loop_state import State
 
-# The schedule-aware DAG: templates start from its init_state().
-from ..compute_dag import ComputeDAG
 from .task import register_template
 
 __all__ = ["batch_gemm_template", "conv2d_bias_relu_template", "conv2d_nhwc_template",

@@ -37,7 +37,7 @@ from measure.runtime import check_num_threads
 
 from ..measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
                         ProgramMeasurer, TaskStats)
-from ..records import record_to_input
+from ..task_records import record_to_input
 from .measure import MeasureOption
 from .records import ConfigRecord, ConfigRecordToFile, config_of, iter_config_records
 from .space import ConfigEntity

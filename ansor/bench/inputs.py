@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ansor.compute_dag import ComputeDAG
+from compute.compute_dag import ComputeDAG
 from compute.reference import random_inputs
 from compute.tensor import ComputeOp
 from compute.workload_registry import get_workload_func, make_workload

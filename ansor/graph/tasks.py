@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from compute.compute_dag import ComputeDAG
 from compute.tensor import ComputeOp
 
-from ..compute_dag import ComputeDAG
 from ..search_task import SearchTask
 from .fuse import DEFAULT_MAX_DEPTH, FusedGroup, fuse
 from .ir import Graph

@@ -10,8 +10,9 @@ import pytest
 
 import ansor
 from cost_model.feature import (FEATURE_DOCS, FEATURE_NAMES, FEATURE_VERSION, NUM_FEATURES,
-                                _nests, _stage_infos, dump_features, get_per_store_features,
-                                state_features)
+                                dump_features, get_per_store_features, state_features)
+from cost_model.loop_nests import statement_nests as _nests
+from cost_model.stage_analysis import stage_infos as _stage_infos
 from sketch.lower import _Lowering
 from measure.target import host_hardware_params
 from sketch.search_policy import SearchParams, SketchPolicy

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import ansor
-from ansor.compute_dag import ComputeDAG
+from compute.compute_dag import ComputeDAG
 from ansor.graph import GraphBuilder, run
 from ansor.graph.tasks import extract_tasks
 from compute.ops import workloads

@@ -1,0 +1,139 @@
+"""One held task's records in a log: a line as a measure input, the best record, why there is none.
+
+Everything here works on a task the caller already holds (``SearchTask.apply_best``, resuming a
+tuning run, the template tuners) and never rebuilds a task from a record; ``ansor.records``, the
+public records API, rebuilds tasks (``SearchTask.from_json``) and passes them in. That keeps this
+module below ``search_task``: the task's own methods can use it without an import cycle.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from collections import Counter
+from typing import TYPE_CHECKING, Callable
+
+from compute.workload_registry import canonical_args, workload_desc
+from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from measure.record import LineWarner, RecordLine, RecordWarning, iter_lines, target_summary
+
+if TYPE_CHECKING:
+    from .search_task import SearchTask
+
+__all__ = ["NoRecordError", "best_of_task", "describe_missing", "find_best", "record_to_input",
+           "task_desc"]
+
+# The task of a record line (None: skipped, the callee has said why).
+TaskOfLine = Callable[[RecordLine], "SearchTask | None"]
+
+
+class NoRecordError(LookupError):
+    """The log holds no valid record of the task (the message says what it holds instead)."""
+
+
+def record_to_input(line: RecordLine, task: "SearchTask",
+                    on_error: Callable[[int, str], None]) -> MeasureInput | None:
+    """The measure input of one record line: its steps replayed on ``task`` (the task rebuilt
+    from the record, or one the caller holds). The one place every reader of records - the
+    loaders of ``ansor.records``, resuming a tuning run, the template tuners - turns a line into
+    an input. Steps that do not replay call ``on_error(lineno, why)`` (a ``LineWarner``) and give
+    None."""
+    try:
+        state = task.compute_dag.replay(line.steps)
+    except Exception as err:  # noqa: BLE001 - steps from a file may fail in any way
+        on_error(line.lineno, f"its steps do not replay on {task.desc}: {type(err).__name__}: "
+                              f"{str(err)[:200]}")
+        return None
+    return MeasureInput(task, state)
+
+
+def find_best(path: str, workload_key: str, task_of: TaskOfLine, warner: LineWarner,
+              target_key: str | None = None) -> tuple[MeasureInput, MeasureResult] | None:
+    """The valid record of ``workload_key`` with the lowest mean cost (the earliest on ties), its
+    steps replayed on ``task_of(line)``; None when there is none. ``warner`` is ``path``'s and
+    is finished here. This machine's records (or ``target_key``'s) come first; see
+    ``ansor.records.best_record``, which documents the rule for users.
+    Streams, and replays only records that improve on the best so far.
+    """
+    here = target_key if target_key is not None else target_summary()["key"]
+    # Index True: this machine's (or target_key's) records; False: every other toolchain's.
+    best: dict[bool, tuple[MeasureInput, MeasureResult, RecordLine]] = {}
+    for line in iter_lines(path, warner):
+        if line.workload_key != workload_key or not line.is_valid:
+            continue
+        mine = line.target_key == here
+        if not mine and (target_key is not None or True in best):
+            continue  # another toolchain's: only a fallback, and not needed once one of ours is
+        cost = line.result.mean_cost
+        if mine in best and cost >= best[mine][1].mean_cost:
+            continue
+        task = task_of(line)
+        if task is None:
+            continue
+        inp = record_to_input(line, task, warner)
+        if inp is not None:
+            best[mine] = (inp, line.result, line)
+    warner.finish()
+    if True in best:
+        return best[True][:2]
+    if False not in best:
+        return None
+    inp, res, line = best[False]
+    ours = target_summary()
+    warnings.warn(
+        f"{path}: no valid record of {inp.task.desc} was measured on this machine "
+        f"({ours.get('cpu', '?')}, toolchain {here}); using the best of another's, line "
+        f"{line.lineno}, measured on {line.target.get('cpu', '?')} (toolchain "
+        f"{line.target_key or '?'}): it may not be the fastest schedule here", UserWarning,
+        stacklevel=3)
+    return inp, res
+
+
+def best_of_task(path: str | os.PathLike, task: "SearchTask", target_key: str | None = None
+                 ) -> tuple[MeasureInput, MeasureResult] | None:
+    """``find_best`` for a held task: every record of its workload is replayed on ``task``."""
+    path = os.fspath(path)
+    return find_best(path, task.workload_key, lambda line: task, LineWarner(path), target_key)
+
+
+def task_desc(task_json: dict) -> str:
+    """A record's task description without rebuilding the task (works for unregistered ones)."""
+    desc = task_json.get("desc")
+    if isinstance(desc, str):
+        return desc
+    name, args = task_json.get("workload"), task_json.get("args", [])
+    if isinstance(name, str):
+        try:
+            return workload_desc(name, canonical_args(args))
+        except (TypeError, ValueError):
+            return name + "(?)"
+    return "?"
+
+
+def describe_missing(path: str | os.PathLike, task: "SearchTask") -> str:
+    """Why ``path`` has no usable record for ``task``, and what it holds instead."""
+    path = os.fspath(path)
+    head = f"no valid record of {task.desc} (workload key {task.workload_key}) in {path}"
+    mine: Counter = Counter()
+    others: dict[str, int] = {}
+    with warnings.catch_warnings():  # the search that failed has already warned about bad lines
+        warnings.simplefilter("ignore", RecordWarning)
+        for line in iter_lines(path):
+            if line.workload_key == task.workload_key:
+                mine["valid" if line.is_valid else MeasureErrorNo(line.result.error_no).name] += 1
+            else:
+                d = task_desc(line.task)
+                others[d] = others.get(d, 0) + 1
+    if mine["valid"]:
+        return (f"{head}: its {mine['valid']} valid record(s) do not replay on this task's DAG "
+                "(see the warnings)")
+    if mine:
+        errs = ", ".join(f"{k} x{n}" for k, n in mine.most_common())
+        return f"{head}: all {sum(mine.values())} record(s) of it failed ({errs})"
+    if not others:
+        return f"{head}: the file holds no records"
+    same_name = [d for d in others if task.workload_name and d.startswith(task.workload_name + "(")]
+    listed = same_name or list(others)
+    more = "" if len(listed) <= 8 else f" and {len(listed) - 8} more"
+    what = ("records of the same workload with other arguments: " if same_name
+            else f"{sum(others.values())} record(s) of other workloads: ")
+    return f"{head}; it holds {what}{', '.join(listed[:8])}{more}"

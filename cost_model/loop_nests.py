@@ -1,0 +1,116 @@
+"""The loop nest around each store statement of a state, for the features: the chain of loops it is
+computed inside (its attach target's loops, recursively) then its own, with their extents and
+annotations, how the statement's root iterators move per loop (``coef``) and over it (``span``),
+and the region of its buffer that one iteration of its attach point writes.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sketch.loop_state import State, iterator_extents
+from sketch.stage import Stage
+
+from .stage_analysis import StageInfo
+
+# ---- per-state loop nests -----------------------------------------------------------------------
+
+class Nest:
+    """The loops around one stage's statement, outermost first, and how its root iterators move."""
+
+    __slots__ = ("ext", "ann", "red", "coef", "span", "n_enc", "own_ext", "region", "useful")
+
+    def __init__(self, ext, ann, red, coef, span, n_enc, own_ext, region, useful):
+        self.ext = ext          # np.ndarray (L,) loop extents
+        self.ann = ann          # list[str] annotation per loop
+        self.red = red          # list[bool] reduce loop?
+        self.coef = coef        # (roots, L): root iterator change per loop step
+        self.span = span        # (roots, L): root iterator range while the loop runs
+        self.n_enc = n_enc      # loops belonging to the attach chain
+        self.own_ext = own_ext  # per persistent iterator id of the stage
+        self.region = region    # extents of the stage's spatial axes (its buffer if local)
+        self.useful = useful    # iterations that do real work (without guard waste)
+
+
+def _iter_maps(stage: Stage, ext: list[int], n_root: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per persistent iterator: its step (coef) and range (span) in root-iterator units."""
+    n = len(stage.iters)
+    coef: list[np.ndarray | None] = [None] * n
+    span: list[np.ndarray | None] = [None] * n
+    for r in range(n_root):
+        v = np.zeros(n_root)
+        v[r] = 1.0
+        coef[r] = v
+        span[r] = v * (ext[r] - 1)
+    for rel in stage.relations:
+        if hasattr(rel, "children"):
+            pc = coef[rel.parent]
+            ps = span[rel.parent]
+            stride = 1.0
+            for c in reversed(rel.children):
+                coef[c] = pc * stride
+                span[c] = np.minimum(pc * (stride * (ext[c] - 1)), ps)
+                stride *= ext[c]
+        else:
+            coef[rel.child] = coef[rel.parents[-1]]
+            acc = span[rel.parents[0]]
+            for q in rel.parents[1:]:
+                acc = acc + span[q]
+            span[rel.child] = acc
+    return coef, span  # type: ignore[return-value]
+
+
+def statement_nests(state: State, infos: dict[int, StageInfo]) -> dict[int, Nest]:
+    stages = state.stages
+    nests: dict[int, Nest] = {}
+    for k in reversed(range(len(stages))):
+        if k not in infos:
+            continue
+        s = stages[k]
+        op = s.op
+        n_sp = len(op.axes)
+        n_root = s.n_root
+        if s.compute_at == "iter" and s.attach is not None:
+            tid, it_id = s.attach
+            tn = nests.get(tid)
+            if tn is None or it_id not in stages[tid].leaves:
+                raise ValueError(f"stage {s.name}: attach target is not computed before it")
+            n_enc = tn.n_enc + stages[tid].leaves.index(it_id) + 1
+            # The region comes from a reader's index over the reader's loops inside the attach
+            # point; the reader's loops share the attach chain as their prefix.
+            reader = tid if k in infos[tid].reads else next(
+                (r for r in nests if k in infos[r].reads), tid)
+            rn = nests[reader]
+            acc = infos[reader].reads.get(k)
+            if acc is None:
+                raise ValueError(f"stage {s.name} is computed at a loop but nothing reads it")
+            a = np.abs(acc.coef)
+            inner = (a @ rn.span[:, n_enc:]).sum(axis=1) if rn.span.shape[1] > n_enc else np.zeros(n_sp)
+            region = [int(min(op.shape[d], 1 + round(inner[d]))) for d in range(n_sp)]
+            enc_coef = acc.coef @ rn.coef[:, :n_enc]
+            enc_span = a @ rn.span[:, :n_enc]
+            enc_ext, enc_ann, enc_red = rn.ext[:n_enc], rn.ann[:n_enc], rn.red[:n_enc]
+        else:
+            n_enc = 0
+            region = list(op.shape)
+            enc_coef = enc_span = np.zeros((n_sp, 0))
+            enc_ext, enc_ann, enc_red = np.zeros(0), [], []
+        root_ext = region + [ax.extent for ax in op.reduce_axes]
+        ext = iterator_extents(s, root_ext)
+        ic, isp = _iter_maps(s, ext, n_root)
+        leaves = s.leaves
+        own_coef = np.array([ic[l] for l in leaves]).T.reshape(n_root, len(leaves))
+        own_span = np.array([isp[l] for l in leaves]).T.reshape(n_root, len(leaves))
+        full_coef = np.zeros((n_root, n_enc + len(leaves)))
+        full_span = np.zeros_like(full_coef)
+        full_coef[:n_sp, :n_enc] = enc_coef
+        full_span[:n_sp, :n_enc] = enc_span
+        full_coef[:, n_enc:] = own_coef
+        full_span[:, n_enc:] = own_span
+        own = np.array([ext[l] for l in leaves], dtype=float)
+        useful = float(np.prod(enc_ext)) * math.prod(root_ext)
+        nests[k] = Nest(np.concatenate([enc_ext, own]), list(enc_ann) + [s.iters[l].annotation for l in leaves],
+                         list(enc_red) + [s.iters[l].kind == "reduce" for l in leaves],
+                         full_coef, full_span, n_enc, ext, region, useful)
+    return nests
