@@ -28,3 +28,20 @@ def import_user_modules(mods: Sequence[str]) -> bool:
             print(f"ansor: --import {mod}: {err}", file=sys.stderr)
             return False
     return True
+
+
+def load_model(model: str, seq_len: int | None = None, image_size: int | None = None):
+    """MODEL of the ``network`` commands: a zoo name (with its size options) or an .onnx path."""
+    from ansor import frontend, networks  # noqa: PLC0415 - start-up time of the other commands
+
+    if model.endswith(".onnx"):
+        return frontend.from_onnx(model)
+    kwargs = {}
+    if seq_len is not None:
+        kwargs["seq_len"] = seq_len
+    if image_size is not None:
+        kwargs["image_size"] = image_size
+    if model not in networks.list_networks():
+        raise SystemExit(f"ansor network: unknown model {model!r}: not a zoo name "
+                         f"({', '.join(networks.list_networks())}) nor a .onnx path")
+    return networks.get(model, **kwargs)

@@ -13,23 +13,10 @@ from typing import Sequence
 import numpy as np
 
 from ansor import argtypes
+
+from . import network_tune
+from .common import load_model
 from measure.runtime import num_threads
-
-
-def _load(model: str, seq_len: int | None, image_size: int | None):
-    from ansor import frontend, networks
-
-    if model.endswith(".onnx"):
-        return frontend.from_onnx(model)
-    kwargs = {}
-    if seq_len is not None:
-        kwargs["seq_len"] = seq_len
-    if image_size is not None:
-        kwargs["image_size"] = image_size
-    if model not in networks.list_networks():
-        raise SystemExit(f"ansor network: unknown model {model!r}: not a zoo name "
-                         f"({', '.join(networks.list_networks())}) nor a .onnx path")
-    return networks.get(model, **kwargs)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -43,7 +30,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_tasks(args: argparse.Namespace) -> int:
     from ansor.graph.tasks import extract_tasks
 
-    g = _load(args.model, args.seq_len, args.image_size)
+    g = load_model(args.model, args.seq_len, args.image_size)
     tasks, weights = extract_tasks(g)
     total = sum(t.flop_count * w for t, w in zip(tasks, weights)) or 1.0
     rows = [("ID", "subgraph", "weight", "MFLOP", "share")]
@@ -60,7 +47,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ansor.graph import run as reference_run
     from ansor.graph.executor import compile_network
 
-    g = _load(args.model, args.seq_len, args.image_size)
+    g = load_model(args.model, args.seq_len, args.image_size)
     t0 = time.perf_counter()
     lib = compile_network(g, log_file=args.log, strict=args.strict)
     print(f"compiled {lib.num_kernels} kernels in {time.perf_counter() - t0:.1f} s")
@@ -130,7 +117,6 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                            help="rounds of the latency comparison with onnxruntime and PyTorch "
                                 "(fresh processes, alternating; 0: skip it)")
         q.set_defaults(func=fn)
-    from . import network_tune  # noqa: PLC0415 - its own module: tuning a network
     network_tune.add_parser(sub)
     return p
 

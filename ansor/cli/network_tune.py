@@ -49,11 +49,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from ansor.task_scheduler import (LogEstimatedLatency, PrintTableInfo, TaskFilter, TaskScheduler,
                                       plot_latency_history)
     from ansor.tuning import TuningOptions, format_duration
-    from measure.record import RecordFileError
+    from measure.record import RecordFileError  # noqa: PLC0415 - start-up time of the CLI
 
-    from .network import _load
+    from .common import load_model
 
-    g = _load(args.model, args.seq_len, args.image_size)
+    g = load_model(args.model, args.seq_len, args.image_size)
     tasks, weights = extract_tasks(g)
     if not tasks:
         raise SystemExit(f"ansor network tune: {args.model} has no task to tune")

@@ -34,6 +34,7 @@ import numpy as np
 from compute import dtype as dt
 
 from ..build_module import build
+from ..records import best_record
 from .ir import Graph, GraphError, TensorType, display_name
 from .tasks import lower_groups, tasks_from_groups
 from .untuned import untuned_schedule
@@ -220,8 +221,6 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
     if log_file is not None:
         if not Path(log_file).exists():
             raise FileNotFoundError(f"log file {os.fspath(log_file)!r} does not exist")
-        from ..records import best_record
-
         for ti, t in enumerate(tasks):
             best = best_record(log_file, t)
             if best is not None:
