@@ -9,7 +9,7 @@ means nothing) and then times one inference, inputs and outputs included, with t
 
 Systems: ``ansor`` (``compile_network`` with the records of ``log``, untuned schedules for the
 rest), ``onnxruntime`` (the model file itself for an ``.onnx`` MODEL; for a zoo network the graph
-exported through ``torch_graph.export_onnx``; default session options but the thread count), and
+written by ``ansor.graph.onnx_export``; default session options but the thread count), and
 ``torch`` (``torch_graph.to_torch``: eager, channels-last images, ``inference_mode``).
 
 Worker: ``python -m ansor.bench.network_compare JOB.json`` (``JOB``: system, model, options).
@@ -119,11 +119,11 @@ def compare_network(model: str, options: dict | None = None, systems: Sequence[s
         onnx_path = model if model.endswith(".onnx") else str(Path(tmp) / "model.onnx")
         if "onnxruntime" in systems and not model.endswith(".onnx"):
             try:
-                from .torch_graph import export_onnx  # noqa: PLC0415 - needs torch
+                from ansor.graph.onnx_export import export_onnx  # noqa: PLC0415 - needs onnx
 
                 export_onnx(graph, onnx_path)
-            except Exception as e:  # noqa: BLE001 - a peer that cannot be built is a table entry
-                out["onnxruntime"]["error"] = f"cannot export the graph to ONNX: {e}"
+            except (ImportError, ValueError) as e:  # a peer that cannot run is a table entry
+                out["onnxruntime"]["error"] = f"cannot write the graph as ONNX: {e}"
         base = {"model": model, "options": options or {}, "data": str(data), "threads": threads,
                 "log": None if log is None else os.fspath(log), "onnx_path": onnx_path,
                 "timing": timing or {}}

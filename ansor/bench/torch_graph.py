@@ -7,16 +7,11 @@ NCHW-logical tensor *is* an NHWC buffer, so images are kept NCHW-logical in chan
 between image ops (the layout PyTorch recommends for CNN inference on CPU) and are viewed back
 as NHWC only where a layout-blind op (reshape, dense, ...) reads them: a permuted view, no copy.
 
-The same module, traced, is the network's ONNX file for onnxruntime (``export_onnx``): proper
-NCHW convolutions, transposes only where the graph itself reshapes an image.
-
 ``torch`` is an optional dependency (the ``torch`` extra): imported when a module is built.
 """
 from __future__ import annotations
 
 import math
-import os
-import warnings
 from typing import Any
 
 import numpy as np
@@ -250,20 +245,3 @@ def to_torch(graph: Graph) -> Any:
             return runner.run(list(inputs))
 
     return GraphModule().eval()
-
-
-def export_onnx(graph: Graph, path: str | os.PathLike, opset: int = 17) -> None:
-    """Write ``graph`` as an ONNX file (the traced PyTorch module, weights included), for
-    onnxruntime: inputs and outputs keep the graph's names' order and the IR's layout."""
-    torch = _torch()
-    module = to_torch(graph)
-    args = tuple(torch.zeros(t.shape, dtype=getattr(torch, t.dtype)) for t in graph.inputs.values())
-    names_in = [f"input_{i}" for i in range(len(args))]
-    names_out = [f"output_{i}" for i in range(len(graph.outputs))]
-    # The tracing exporter: the torch.export-based one needs onnxscript, which we do not depend
-    # on; tracing a module without control flow is all this needs. Its deprecation notice is
-    # not for our users.
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(module, args, os.fspath(path), input_names=names_in, output_names=names_out,
-                          opset_version=opset, dynamo=False, do_constant_folding=True)

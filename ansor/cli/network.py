@@ -75,10 +75,6 @@ def _compare(args: argparse.Namespace, threads: int) -> None:
     systems = ["ansor"] + [s for s, mod in (("onnxruntime", "onnxruntime"), ("torch", "torch"))
                            if importlib.util.find_spec(mod) is not None]
     missing = [s for s in ("onnxruntime", "torch") if s not in systems]
-    if "onnxruntime" in systems and "torch" not in systems and not args.model.endswith(".onnx"):
-        # a zoo network reaches onnxruntime through PyTorch's ONNX export
-        systems.remove("onnxruntime")
-        missing.append("onnxruntime (a zoo network is exported to ONNX through torch)")
     opts = {k: v for k, v in (("seq_len", args.seq_len), ("image_size", args.image_size)) if v is not None}
     print(f"timing {', '.join(systems)}: {threads} thread(s), a fresh process each, "
           f"{args.rounds} alternating round(s), median ...", flush=True)
@@ -96,7 +92,7 @@ def _compare(args: argparse.Namespace, threads: int) -> None:
     for row in rows:
         print("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")
     for m in missing:
-        print(f"{m}: not installed (pip install 'ansor-py[compare]')")
+        print(f"{m}: not installed (pip install -e '.[compare]')")
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

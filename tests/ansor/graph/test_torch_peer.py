@@ -1,14 +1,12 @@
-"""The PyTorch eager peer and its ONNX export (issue 16: latency beside onnxruntime and PyTorch):
-a graph as a torch module computes what the graph reference does, with images kept channels-last,
-and the exported ONNX file gives the same outputs in onnxruntime."""
+"""The PyTorch eager peer (issue 16: latency beside onnxruntime and PyTorch): a graph as a torch
+module computes what the graph reference does, with images kept channels-last."""
 import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
 
 import ansor
 from ansor.bench.network_compare import worker
-from ansor.bench.torch_graph import UnsupportedForTorch, export_onnx, to_torch
+from ansor.bench.torch_graph import UnsupportedForTorch, to_torch
 from ansor.graph import GraphBuilder, run
 
 from .test_onnx_light_models import LIGHT
@@ -31,15 +29,8 @@ def _check_torch(g, rtol=1e-4):
 
 @pytest.mark.parametrize("name, kwargs", [("resnet-18", {"image_size": 32}), ("mobilenet-v2", {"image_size": 32}),
                                           ("bert-base-layer", {"seq_len": 8})])
-def test_zoo_networks_in_torch_and_onnxruntime(tmp_path, name, kwargs):
-    g = ansor.networks.get(name, **kwargs)
-    x, ref = _check_torch(g)
-    path = tmp_path / "m.onnx"
-    export_onnx(g, path)
-    outs = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
-        None, {f"input_{i}": v for i, v in enumerate(x.values())})
-    for o, n in zip(outs, g.outputs):
-        np.testing.assert_allclose(o, ref[n], rtol=0, atol=1e-4 * np.abs(ref[n]).max())
+def test_zoo_networks_in_torch(name, kwargs):
+    _check_torch(ansor.networks.get(name, **kwargs))
 
 
 def test_pools_with_asymmetric_padding_and_concat_of_images():
