@@ -56,6 +56,7 @@ from measure.record import LineWarner, RecordToFile, check_log_file, iter_lines,
 from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
 
+from .graph.untuned import untuned_schedule
 from .measurer import STOP_INTERRUPTED, ProgramMeasurer, is_valid
 from .records import record_to_input
 from .tuning import TuningOptions, default_cost_model, format_duration
@@ -487,9 +488,14 @@ class TaskScheduler:
         task, st = self.tasks[i], self.state[i]
         key = task.workload_key
         stats = self.measurer.stats(key)
-        proposed = self._policy(i).generate_measure_candidates(n, stats.measured_keys,
-                                                               stats.best.states())
-        states = self.measurer.new_states(key, proposed or (), n)
+        proposed = list(self._policy(i).generate_measure_candidates(n, stats.measured_keys,
+                                                                    stats.best.states()) or ())
+        if stats.trials == 0:
+            # The rule-based schedule the network runs untuned goes first in a task's first
+            # round: tuning never leaves a task slower than the untuned network, and the search
+            # evolves from a good measured state as soon as its second round.
+            proposed.insert(0, untuned_schedule(task.compute_dag, hardware_params=task.hardware_params)[0])
+        states = self.measurer.new_states(key, proposed, n)
         if not states:
             st.dead = "search space exhausted"
             return None

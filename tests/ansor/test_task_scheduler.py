@@ -395,3 +395,18 @@ def test_a_task_that_always_fails_retires():
     assert order.picks.count(1) == 3 and r.task_trials[1] == 12 and r.best_costs[1] is None
     assert s.state[1].dead.startswith("no valid schedule in 3 rounds (last error: RUNTIME_DEVICE")
     assert r.trials == 60
+
+
+def test_first_round_of_each_task_measures_the_untuned_schedule(tmp_path):
+    from ansor.graph.untuned import untuned_schedule
+    from sketch.transform_steps import steps_to_json
+
+    log = tmp_path / "log.json"
+    tasks = small_tasks()
+    s = TaskScheduler(tasks, strategy="round-robin", callbacks=[])
+    s.tune(options(12, per_round=4, log=log))
+    keys = log_keys(log)
+    for t in tasks:
+        first = next(steps for wk, steps in keys if wk == t.workload_key)
+        untuned = untuned_schedule(t.compute_dag, hardware_params=t.hardware_params)[0]
+        assert json.loads(first) == steps_to_json(untuned.steps)
