@@ -8,7 +8,7 @@ means nothing) and then times one inference, inputs and outputs included, with t
 ``time_callable``.
 
 Systems: ``ansor`` (``compile_network`` with the records of ``log``, untuned schedules for the
-rest), ``onnxruntime`` (the model file itself for an ``.onnx`` MODEL; for a zoo network the graph
+rest), ``ansor-untuned`` (no records at all), ``onnxruntime`` (the model file itself for an ``.onnx`` MODEL; for a zoo network the graph
 written by ``ansor.graph.onnx_export``; default session options but the thread count), and
 ``torch`` (``torch_graph.to_torch``: eager, channels-last images, ``inference_mode``).
 
@@ -29,6 +29,7 @@ import numpy as np
 from .timing import emit_result, job_timing, run_fresh, time_callable, worker_env
 
 SYSTEMS = ("ansor", "onnxruntime", "torch")
+# also accepted: "ansor-untuned", the network compiled without records (the "before" of a tuning run)
 # outputs are compared relative to their largest magnitude (float32 kernels, float64 reference)
 MAX_REL_ERROR = 1e-3
 
@@ -52,10 +53,11 @@ def _rel_error(out: np.ndarray, ref: np.ndarray) -> float:
 def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int):
     """A callable doing one inference on ``feeds``, returning the outputs in graph order."""
     system = job["system"]
-    if system == "ansor":
+    if system in ("ansor", "ansor-untuned"):
         from ansor.graph.executor import compile_network  # noqa: PLC0415 - worker-only
 
-        lib = compile_network(graph, log_file=job.get("log"), verbose=False)
+        log = job.get("log") if system == "ansor" else None
+        lib = compile_network(graph, log_file=log, verbose=False)
         return lambda: [v for v in lib.run(feeds).values()]
     if system == "onnxruntime":
         import onnxruntime as ort  # noqa: PLC0415 - optional peer
@@ -79,7 +81,7 @@ def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int
             with torch.inference_mode():
                 return [o.numpy() for o in module(*args)]
         return run
-    raise ValueError(f"unknown system {system!r}; known: {', '.join(SYSTEMS)}")
+    raise ValueError(f"unknown system {system!r}; known: {', '.join(SYSTEMS)}, ansor-untuned")
 
 
 def worker(job: dict) -> dict:

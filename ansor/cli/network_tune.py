@@ -6,7 +6,8 @@ is appended beside the log (``F.latency.tsv``, plotted to ``F.latency.png`` when
 installed). The run is resumable (run the same command again: the log's records are restored,
 nothing is measured twice, the cost model is retrained on them) and Ctrl-C safe (the log keeps
 every finished round). It ends with the estimated latency and the measured latency of the network
-compiled with the log's best schedules.
+compiled with the log's best schedules, beside the untuned network, onnxruntime and PyTorch eager
+(each in a fresh process, alternating: ``ansor.bench.network_compare``).
 """
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     q.add_argument("--early-stopping", type=argtypes.count(1), default=None, metavar="T",
                    help="a task retires after T trials without improvement")
     q.add_argument("--seed", type=argtypes.seed, default=None, help="random seed")
+    q.add_argument("--population", type=argtypes.count(16), default=None, metavar="N",
+                   help="search population per round (default 2048, as Ansor; smaller is faster)")
+    q.add_argument("--rounds", type=argtypes.count(0), default=3,
+                   help="rounds of the final latency comparison: untuned, tuned, onnxruntime and "
+                        "PyTorch when installed (fresh processes, alternating; 0: only time the tuned "
+                        "network here)")
     q.add_argument("--seq-len", type=argtypes.count(1), default=None, help="sequence length (bert-base-layer)")
     q.add_argument("--image-size", type=argtypes.count(1), default=None, help="image size (CNNs)")
     q.add_argument("--verbose", type=argtypes.count(0), default=1, help="0: quiet, 1: table per round")
@@ -49,6 +56,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from ansor.task_scheduler import (LogEstimatedLatency, PrintTableInfo, TaskFilter, TaskScheduler,
                                       plot_latency_history)
     from ansor.tuning import TuningOptions, format_duration
+    from sketch.search_params import SearchParams  # noqa: PLC0415 - start-up time of the CLI
     from measure.record import RecordFileError  # noqa: PLC0415 - start-up time of the CLI
 
     from .common import load_model
@@ -63,9 +71,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
             if args.tasks is not None or args.min_share else None
         sched = TaskScheduler(tasks, weights, strategy=args.strategy, seed=args.seed, task_filter=flt,
                               callbacks=[PrintTableInfo(), LogEstimatedLatency(history)])
+        params = None if args.population is None else SearchParams(population_size=args.population)
         opts = TuningOptions(num_measure_trials=args.trials, num_measures_per_round=args.per_round,
                              early_stopping=args.early_stopping, log_file=args.log, seed=args.seed,
-                             verbose=args.verbose)
+                             verbose=args.verbose, search_params=params)
         t0 = time.perf_counter()
         res = sched.tune(opts)
     except (ValueError, RecordFileError) as err:  # a filter matching nothing, an unusable log ...
@@ -82,7 +91,40 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 130
     if not os.path.isfile(args.log):
         return 0
-    lib = compile_network(g, log_file=args.log)
-    b = lib.benchmark()
-    print(f"measured latency of the compiled network: {b['mean'] * 1e3:.3f} ms per inference")
+    if args.rounds == 0:
+        lib = compile_network(g, log_file=args.log)
+        b = lib.benchmark()
+        print(f"measured latency of the compiled network: {b['mean'] * 1e3:.3f} ms per inference")
+        return 0
+    _before_after(args)
     return 0
+
+
+def _before_after(args: argparse.Namespace) -> None:
+    """The network untuned and tuned, beside onnxruntime and PyTorch eager (those installed)."""
+    import importlib.util
+
+    from ansor.bench.network_compare import compare_network  # noqa: PLC0415 - start-up time
+    from measure.runtime import num_threads  # noqa: PLC0415 - start-up time of the CLI
+
+    systems = ["ansor-untuned", "ansor"] + [s for s in ("onnxruntime", "torch")
+                                             if importlib.util.find_spec(s) is not None]
+    opts = {k: v for k, v in (("seq_len", args.seq_len), ("image_size", args.image_size)) if v is not None}
+    threads = num_threads()
+    print(f"measured latency: {', '.join(systems)}; {threads} thread(s), a fresh process each, "
+          f"{args.rounds} alternating round(s), median ...", flush=True)
+    res = compare_network(args.model, opts, systems, threads=threads, rounds=args.rounds, log=args.log)
+    tuned = res["ansor"]["seconds"]
+    names = {"ansor-untuned": "ansor, untuned", "ansor": "ansor, tuned", "onnxruntime": "onnxruntime",
+             "torch": "PyTorch eager"}
+    rows = [("network latency", "ms", "tuned ansor's speed-up")]
+    for s in systems:
+        r = res[s]
+        if r["seconds"] is None:
+            rows.append((names[s], "-", r.get("error", "no result")))
+            continue
+        ratio = "" if tuned is None or s == "ansor" else f"{r['seconds'] / tuned:.2f}x"
+        rows.append((names[s], f"{r['seconds'] * 1e3:.3f}", ratio))
+    widths = [max(len(row[c]) for row in rows) for c in range(3)]
+    for row in rows:
+        print("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")

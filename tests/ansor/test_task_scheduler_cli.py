@@ -31,3 +31,37 @@ def test_bad_values_are_refused(tmp_path, capsys):
     with pytest.raises(SystemExit, match=f"ansor network tune: .*{tmp_path}"):
         ansor_main(["network", "tune", "bert-base-layer", "--seq-len", "4", "--trials", "8",
                     "--log", str(tmp_path)])
+
+
+def test_a_real_tuning_run_end_to_end(tmp_path, capsys):
+    """A small network from an ONNX file, really measured: the progress table, the history
+    file, then the untuned and tuned network beside onnxruntime and PyTorch; a second run
+    resumes from the log."""
+    import numpy as np
+
+    from ansor.graph import GraphBuilder
+    from ansor.graph.onnx_export import export_onnx
+
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("tiny")
+    x = b.input("x", (1, 8, 8, 8))
+    y = b.relu(b.conv2d(x, b.constant(rng.standard_normal((3, 3, 8, 16)).astype(np.float32), "w"),
+                        b.constant(rng.standard_normal(16).astype(np.float32), "b"), padding=1))
+    y = b.dense(b.reshape(b.global_avg_pool(y), (1, 16)), b.constant(rng.standard_normal((4, 16)).astype(np.float32), "d"))
+    model = tmp_path / "tiny.onnx"
+    export_onnx(b.build(y), model)
+    log = tmp_path / "log.json"
+    argv = ["network", "tune", str(model), "--trials", "4", "--per-round", "2", "--population", "32",
+            "--log", str(log), "--seed", "0", "--rounds", "1"]
+    assert ansor_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| ID | task" in out and "estimated total latency" in out
+    rows = {ln.split("|")[1].strip(): ln for ln in out.splitlines() if ln.startswith("| ")}
+    for system in ("ansor, untuned", "ansor, tuned", "onnxruntime", "PyTorch eager"):
+        assert system in rows, out
+        assert float(rows[system].split("|")[2]) > 0, rows[system]
+    assert (tmp_path / "log.json.latency.tsv").read_text().count("\n") >= 2
+    lines = log.read_text().count("\n")
+    assert lines == 4
+    assert ansor_main(argv[:4] + ["2"] + argv[5:-1] + ["0"]) == 0
+    assert "4 record(s)" in capsys.readouterr().out and log.read_text().count("\n") == 6

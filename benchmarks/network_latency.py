@@ -1,0 +1,83 @@
+"""End-to-end network latency: ours (untuned, or tuned with a log) against onnxruntime and PyTorch eager.
+
+Each system runs in a fresh process with the same number of threads, systems alternate over the
+rounds, and the figure is the median over rounds; every worker checks its outputs against the
+graph reference before timing (``ansor.bench.network_compare``). onnxruntime runs the model file
+for an ``.onnx`` MODEL and the graph written as ONNX for a zoo network; PyTorch runs the graph
+op by op, images channels-last. The executor's own overhead per inference (``lib.benchmark``:
+the network with every kernel replaced by an empty function) is measured once per network.
+
+Usage:
+  python benchmarks/network_latency.py [--networks resnet-50 mobilenet-v2 bert-base-layer]
+      [--threads 2] [--rounds 5] [--log NAME=LOG ...] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from ansor.bench.network_compare import SYSTEMS, compare_network, load_graph  # noqa: E402
+from ansor.bench.timing import machine_info, run_fresh, worker_env  # noqa: E402
+
+DEFAULT_NETWORKS = ["resnet-50", "mobilenet-v2", "bert-base-layer"]
+
+
+def executor_overhead(model: str, threads: int, log: str | None) -> dict:
+    """``lib.benchmark()`` of the compiled network in a fresh process: mean seconds per inference
+    and the executor's overhead (its share of that)."""
+    code = ("import sys, json; from ansor.bench.network_compare import load_graph; "
+            "from ansor.graph.executor import compile_network; from ansor.bench.timing import emit_result; "
+            "lib = compile_network(load_graph(sys.argv[1]), log_file=(sys.argv[2] or None), verbose=False); "
+            "emit_result(lib.benchmark())")
+    return run_fresh(["-c", code, model, log or ""], threads, env=worker_env())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--networks", nargs="+", default=DEFAULT_NETWORKS,
+                    help="zoo names or .onnx paths (default: %(default)s)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--log", action="append", default=[], metavar="NAME=LOG",
+                    help="tuning records for a network (its schedules; the rest untuned)")
+    ap.add_argument("--json", default=None, help="write the figures here")
+    args = ap.parse_args(argv)
+    logs = dict(item.split("=", 1) for item in args.log)
+    report = {"machine": machine_info(), "threads": args.threads, "rounds": args.rounds, "networks": {}}
+    print(f"# {report['machine']['cpu']} ({report['machine']['llvm_cpu']}), {args.threads} thread(s), "
+          f"{args.rounds} rounds, {report['machine']['date']}", flush=True)
+    print("| network | ansor (ms) | onnxruntime (ms) | PyTorch (ms) | ansor / onnxruntime | ansor / PyTorch "
+          "| executor overhead |", flush=True)
+    print("|---|---|---|---|---|---|---|", flush=True)
+    for net in args.networks:
+        load_graph(net)  # a bad name fails here, before any timing
+        res = compare_network(net, None, SYSTEMS, threads=args.threads, rounds=args.rounds, log=logs.get(net))
+        ov = executor_overhead(net, args.threads, logs.get(net))
+        res["executor"] = ov
+        report["networks"][net] = res
+        ms = {s: (None if res[s]["seconds"] is None else res[s]["seconds"] * 1e3) for s in SYSTEMS}
+
+        def cell(s: str) -> str:
+            return f"{ms[s]:.2f}" if ms[s] is not None else f"- ({res[s].get('error', '?')[:60]})"
+
+        def ratio(s: str) -> str:
+            return f"{ms['ansor'] / ms[s]:.2f}x" if ms["ansor"] and ms[s] else "-"
+
+        over = (f"{ov['overhead'] * 1e6:.1f} us ({100 * ov['overhead_share']:.2f}%)"
+                if "overhead" in ov else ov.get("error", "-"))
+        tag = f"{net} (tuned: {os.path.basename(logs[net])})" if net in logs else f"{net} (untuned)"
+        print(f"| {tag} | {cell('ansor')} | {cell('onnxruntime')} | {cell('torch')} | {ratio('onnxruntime')} "
+              f"| {ratio('torch')} | {over} |", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
