@@ -5,14 +5,11 @@ for one round (``per_round`` candidates, as ``tune_task`` does for one task); th
 
 * ``"round-robin"``: the next live task in turn;
 * ``"gradient"`` (Ansor's): after a warm-up round over every task not restored from a log, the
-  task whose next round is predicted to reduce the objective most. For task i with best latency
-  g after t rounds: ``chain`` = d objective / d latency_i (numerically, so any objective works);
-  ``backward`` = (best[t-1] - best[t-1-w]) / w over the last w rounds; ``forward`` =
-  min(-g / t, beta * flops_i / max_j(flops_j / cost_j) - g) over the similar tasks j (same anchor
-  op tag and int(log_1.618(flops + 1)): an optimistic guess that i can reach its fastest sibling's
-  throughput); ``grad = chain * (alpha * backward + (1 - alpha) * forward)``. The most negative
-  wins, ties are broken at random. A task leaves its group when it had 5 rounds more than any
-  sibling and still runs below the group's best throughput / beta: it is not similar after all.
+  task whose next round is predicted to reduce the objective most: the most negative gradient
+  (``scheduler_policy`` has the arithmetic: the objective's slope, the task's recent progress and
+  an optimistic guess that it can reach the throughput of its similar tasks), ties broken at
+  random. A task leaves its group of similar tasks when it had 5 rounds more than any sibling
+  and still runs below the group's best throughput / beta: it is not similar after all.
 
 A task retires ("dead") when its round proposes nothing new, when its own early stopping triggers
 (``TuningOptions.early_stopping`` trials without improvement), after too many errors in a row or
@@ -37,17 +34,14 @@ are neither measured nor counted in the budget, but stay in the table and in the
 """
 from __future__ import annotations
 
-import fnmatch
 import logging
 import math
 import os
 import random
-import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from compute.tensor import ComputeOp
 from cost_model.cost_model import CostModel
 from measure.builder import LocalBuilder
 from measure.checks import check_seed
@@ -56,8 +50,10 @@ from measure.record import LineWarner, RecordToFile, check_log_file, iter_lines,
 from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
 
+from . import scheduler_policy as policy
 from .graph.untuned import untuned_schedule
 from .measurer import STOP_INTERRUPTED, ProgramMeasurer, is_valid
+from .scheduler_policy import NO_COST, GradientParams, TaskFilter, similarity_tag
 from .records import record_to_input
 from .tuning import TuningOptions, default_cost_model, format_duration
 
@@ -69,67 +65,13 @@ __all__ = ["NO_COST", "LogEstimatedLatency", "PrintTableInfo", "SchedulerResult"
 
 logger = logging.getLogger("ansor.task_scheduler")
 
-# The latency a task without any valid measurement stands for in the objective (TVM's 1e10 s):
-# large enough that such a task dominates every gradient until it has a schedule.
-NO_COST = 1e10
 # A task with no valid measurement after this many rounds retires (see ``_round``).
 NO_VALID_ROUNDS = 3
-# The golden ratio base of the FLOP buckets of similar tasks (Ansor's choice).
-_FLOP_BUCKET_BASE = 1.618
-# A task leaves its similarity group after this many rounds more than any of its siblings.
-_GROUP_LEAVE_ROUNDS = 5
 
 STOP_ALL_DEAD = "every task is done (nothing new to propose, early stopping or errors)"
 STOP_EARLY = "early stopping: the objective has not improved"
 STOP_NOTHING = "no task to tune (all filtered out)"
 STOP_BUDGET_ALL = "trial budget reached"
-
-
-def _default_objective(weights: Sequence[float]) -> Callable[[Sequence[float]], float]:
-    def objective(costs: Sequence[float]) -> float:
-        return float(sum(w * c for w, c in zip(weights, costs)))
-
-    return objective
-
-
-def similarity_tag(task: "SearchTask") -> str:
-    """``conv2d_nhwc_27``: the tags of the task's reduction stages (its anchor ops) and its FLOP
-    bucket int(log_1.618(flops + 1)); "" for a task without a reduction (grouped with nothing)."""
-    tags = [op.tag or op.name for op in task.compute_dag.ops
-            if isinstance(op, ComputeOp) and op.reduce_axes]
-    if not tags:
-        return ""
-    flops = float(task.flop_count or 0.0)
-    return "+".join(tags) + f"_{int(math.log(flops + 1) / math.log(_FLOP_BUCKET_BASE))}"
-
-
-@dataclass(frozen=True)
-class TaskFilter:
-    """Which tasks to tune. ``pattern``: a shell glob matched against the whole task description
-    or a regular expression searched in it (``"conv2d*"``, ``"dense|matmul"``); ``min_share``: the
-    task's share of the estimated latency (weight x best cost from the log; tasks without a record
-    estimated from their FLOPs at the measured tasks' median throughput, or by FLOPs alone when
-    none is measured) must be at least this (0.05 = 5%). Both given: both must hold."""
-
-    pattern: str | None = None
-    min_share: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.pattern is not None and not isinstance(self.pattern, str):
-            raise TypeError(f"TaskFilter.pattern must be a string, got {type(self.pattern).__name__}")
-        if (isinstance(self.min_share, bool) or not isinstance(self.min_share, (int, float))
-                or not 0.0 <= self.min_share < 1.0):
-            raise ValueError(f"TaskFilter.min_share must be a number in [0, 1), got {self.min_share!r}")
-
-    def matches_name(self, desc: str) -> bool:
-        if self.pattern is None:
-            return True
-        if fnmatch.fnmatchcase(desc, self.pattern):
-            return True
-        try:
-            return re.search(self.pattern, desc) is not None
-        except re.error:
-            return False  # not a regular expression: the glob alone decides
 
 
 class TaskSchedulerCallback:
@@ -216,7 +158,8 @@ class TaskScheduler:
                 raise ValueError(f"TaskScheduler task_weights[{i}] must be a positive number, got {w!r}")
         if objective_func is not None and not callable(objective_func):
             raise TypeError("TaskScheduler objective_func must be callable (list of latencies -> float)")
-        self.objective = objective_func if objective_func is not None else _default_objective(self.weights)
+        self.objective = (objective_func if objective_func is not None
+                          else policy.default_objective(self.weights))
         if strategy not in ("gradient", "round-robin"):
             raise ValueError(f"TaskScheduler strategy must be 'gradient' or 'round-robin', got {strategy!r}")
         self.strategy = strategy
@@ -246,10 +189,7 @@ class TaskScheduler:
 
         self.flops = [float(t.flop_count or 0.0) for t in self.tasks]
         self.tags = [similarity_tag(t) for t in self.tasks]
-        self.groups: dict[str, list[int]] = {}
-        for i, tag in enumerate(self.tags):
-            if tag:
-                self.groups.setdefault(tag, []).append(i)
+        self.groups: dict[str, list[int]] = policy.similarity_groups(self.tags)
         self.state = [_TaskState() for _ in self.tasks]
         # Set by ``tune``; readable by callbacks.
         self.measurer: ProgramMeasurer | None = None
@@ -280,23 +220,20 @@ class TaskScheduler:
         new = 0 if self.measurer is None else self.measurer.stats(self.tasks[i].workload_key).trials
         return st.restored + new
 
+    def _known(self) -> list[float | None]:
+        return [self.best_cost(i) for i in range(len(self.tasks))]
+
     def costs(self) -> list[float]:
         """Every task's latency as the objective sees it: its best cost; for a task excluded by
         the filter that has no record, its FLOPs at the measured tasks' median throughput
         (``estimated_shares``); ``NO_COST`` when neither is known."""
-        known = [self.best_cost(i) for i in range(len(self.tasks))]
-        speed = self._median_speed(known)
-        out = []
-        for i, c in enumerate(known):
-            if c is None and not self.state[i].tuned and speed is not None:
-                c = self.flops[i] / speed
-            out.append(NO_COST if c is None else c)
-        return out
+        return policy.objective_costs(self._known(), self.flops, [st.tuned for st in self.state])
 
-    def _median_speed(self, known: Sequence[float | None]) -> float | None:
-        speeds = sorted(self.flops[i] / c for i, c in enumerate(known)
-                        if c is not None and c > 0 and self.flops[i] > 0)
-        return speeds[len(speeds) // 2] if speeds else None
+    def estimated_shares(self) -> list[float]:
+        """Each task's share of the estimated latency sum(weight x latency): the best cost where
+        known, else its FLOPs at the median throughput of the measured tasks (by FLOPs alone
+        when none is measured: the same throughput for every task)."""
+        return policy.estimated_shares(self._known(), self.flops, self.weights)
 
     def estimated_latency(self) -> float | None:
         """The objective over ``costs()``, once every task has a latency; else None."""
@@ -317,31 +254,10 @@ class TaskScheduler:
     # ---- the pick ------------------------------------------------------------------------------
     def gradients(self) -> dict[int, float]:
         """The gradient of every live task (the most negative one is tuned next)."""
-        costs = self.costs()
-        base = float(self.objective(costs))
-        out: dict[int, float] = {}
-        for i in self.live_tasks():
-            g = costs[i]
-            delta = max(g * 1e-3, 1e-12)
-            lowered = list(costs)
-            lowered[i] = g - delta
-            chain = (base - float(self.objective(lowered))) / delta
-            h = self.state[i].history
-            backward = (h[-1] - h[-1 - self.window]) / self.window if len(h) > self.window else 0.0
-            t = max(1, self.state[i].rounds)
-            forward = -g / t
-            group = self.groups.get(self.tags[i], [])
-            if len(group) > 1 and self.flops[i] > 0:
-                best_speed = self._group_speed(group)
-                if best_speed > 0:
-                    forward = min(forward, self.beta * self.flops[i] / best_speed - g)
-            out[i] = chain * (self.alpha * backward + (1 - self.alpha) * forward)
-        return out
-
-    def _group_speed(self, group: Sequence[int]) -> float:
-        """The best measured throughput (FLOP/s) in a similarity group (0: none measured)."""
-        return max((self.flops[j] / c for j in group
-                    if (c := self.best_cost(j)) is not None and c > 0), default=0.0)
+        return policy.gradients(self.objective, self.costs(), self._known(), self.live_tasks(),
+                                [st.history for st in self.state], [st.rounds for st in self.state],
+                                self.flops, [self.groups.get(tag, []) for tag in self.tags],
+                                GradientParams(self.alpha, self.beta, self.window))
 
     def pick(self) -> int | None:
         """The task to tune next (None: every task is dead)."""
@@ -349,54 +265,23 @@ class TaskScheduler:
         if not live:
             return None
         if self.strategy == "round-robin":
-            start = -1 if self.last_task is None else self.last_task
-            n = len(self.tasks)
-            return next(j % n for j in range(start + 1, start + 1 + n) if j % n in live)
-        grads = self.gradients()
-        lowest = min(grads.values())
-        best = [i for i in live if grads[i] == lowest]
-        return best[0] if len(best) == 1 else self._rng.choice(best)
+            return policy.next_round_robin(live, len(self.tasks), self.last_task)
+        return policy.lowest_gradient(live, self.gradients(), self._rng)
 
     def _adjust_group(self, i: int) -> None:
-        """Task i leaves its similarity group when, after 5 rounds more than any sibling, it still
-        runs below the group's best throughput / beta: the optimism about it was unfounded."""
+        """Task i leaves its similarity group when it is not similar after all (``leaves_group``)."""
         group = self.groups.get(self.tags[i])
-        if not group or len(group) <= 1 or i not in group:
-            return
-        c = self.best_cost(i)
-        if c is None or self.flops[i] <= 0:
-            return
-        others = max(self.state[j].rounds for j in group if j != i)
-        if self.flops[i] / c < self._group_speed(group) / self.beta and \
-                self.state[i].rounds > _GROUP_LEAVE_ROUNDS + others:
+        if group and policy.leaves_group(i, group, self.flops, self._known(),
+                                         [st.rounds for st in self.state], self.beta):
             group.remove(i)
 
     # ---- set-up --------------------------------------------------------------------------------
     def _apply_filter(self) -> None:
-        f = self.task_filter
-        if f is None:
+        if self.task_filter is None:
             return
-        if isinstance(f, TaskFilter):
-            shares = self.estimated_shares()
-            for i, t in enumerate(self.tasks):
-                self.state[i].tuned = f.matches_name(t.desc) and shares[i] >= f.min_share
-        else:
-            for i, t in enumerate(self.tasks):
-                self.state[i].tuned = bool(f(i, t))
-        if not any(st.tuned for st in self.state):
-            shown = "; ".join(t.desc for t in self.tasks[:8]) + ("; ..." if len(self.tasks) > 8 else "")
-            raise ValueError(f"the task filter {f!r} excludes all {len(self.tasks)} tasks ({shown})")
-
-    def estimated_shares(self) -> list[float]:
-        """Each task's share of the estimated latency sum(weight x latency): the best cost where
-        known, else its FLOPs at the median throughput of the measured tasks (by FLOPs alone
-        when none is measured: the same throughput for every task)."""
-        known = [self.best_cost(i) for i in range(len(self.tasks))]
-        speed = self._median_speed(known) or 1e9
-        lat = [self.weights[i] * (c if c is not None else self.flops[i] / speed)
-               for i, c in enumerate(known)]
-        total = sum(lat)
-        return [x / total if total > 0 else 1.0 / len(lat) for x in lat]
+        keep = policy.select_tasks(self.task_filter, self.tasks, self.estimated_shares)
+        for st, tuned in zip(self.state, keep):
+            st.tuned = tuned
 
     def _resume_from(self, path: str, seen: set[str]) -> tuple[list[MeasureInput], list[MeasureResult]]:
         """Restore every task's records of this toolchain from ``path``."""
