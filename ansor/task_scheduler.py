@@ -24,15 +24,16 @@ All tasks share ONE cost model (it is retrained on every task's records, so what
 conv helps the next) and ONE ``ProgramMeasurer`` (per-task bookkeeping by workload key, one log);
 each task has its own ``SketchPolicy``, created when it is first tuned.
 
-Resuming (``load_log_file``, and ``options.log_file`` when it exists, as ``tune_task`` does)
-restores each task's best cost, its trial count and per-round history, the measured set (nothing
-is measured twice) and retrains the shared cost model on the restored records - TVM's scheduler
-restored the costs but not the model, so resumed runs started the search from scratch.
+Resuming (``load_log_file``, and ``options.log_file`` when it exists, as ``tune_task`` does;
+``scheduler_resume``) restores each task's best cost, its trial count and per-round history, the
+measured set (nothing is measured twice) and retrains the shared cost model on the restored
+records - TVM's scheduler restored the costs but not the model, so resumed runs started the
+search from scratch.
 
 Tasks excluded by a ``TaskFilter`` (name pattern and/or minimum share of the estimated latency)
 are neither measured nor counted in the budget, but stay in the table and in the objective.
 The progress callbacks (the table, the latency history) are in ``scheduler_progress``; every
-public name of the two helper modules is importable from here too.
+public name of the three helper modules is importable from here too.
 """
 from __future__ import annotations
 
@@ -48,17 +49,17 @@ from cost_model.cost_model import CostModel
 from measure.builder import LocalBuilder
 from measure.checks import check_seed
 from measure.measure import MeasureInput, MeasureResult
-from measure.record import LineWarner, RecordToFile, check_log_file, iter_lines, target_summary
+from measure.record import RecordToFile, check_log_file
 from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
 
 from . import scheduler_policy as policy
 from .graph.untuned import untuned_schedule
 from .measurer import STOP_INTERRUPTED, ProgramMeasurer, is_valid
-from .records import record_to_input
 from .scheduler_policy import NO_COST, GradientParams, TaskFilter, similarity_tag
 from .scheduler_progress import (LogEstimatedLatency, PrintTableInfo, TaskSchedulerCallback,
                                  plot_latency_history, read_latency_history)
+from .scheduler_resume import restore_log, resume_paths, round_bests
 from .tuning import TuningOptions, default_cost_model, format_duration
 
 if TYPE_CHECKING:
@@ -273,64 +274,26 @@ class TaskScheduler:
         for st, tuned in zip(self.state, keep):
             st.tuned = tuned
 
-    def _resume_from(self, path: str, seen: set[str]) -> tuple[list[MeasureInput], list[MeasureResult]]:
-        """Restore every task's records of this toolchain from ``path``."""
-        here = target_summary()["key"]
-        warner = LineWarner(path)
-        inputs: list[MeasureInput] = []
-        results: list[MeasureResult] = []
-        per_task: dict[int, list[float]] = {}
-        other_target = other_workload = 0
-        assert self.measurer is not None
-        for line in iter_lines(path, warner):
-            i = self._index.get(line.workload_key)
-            if i is None:
-                other_workload += 1
-                continue
-            if line.target_key != here:
-                other_target += 1  # timed elsewhere: not measured *here*, costs not comparable
-                continue
-            inp = record_to_input(line, self.tasks[i], warner)
-            if inp is None:
-                continue
-            key = inp.state.canonical_key()
-            stats = self.measurer.stats(line.workload_key)
-            if key in stats.measured_keys:
-                continue  # the same schedule in both logs (or twice in one): counted once
-            stats.add_resumed(inp.state, line.result, valid=line.is_valid)
-            inputs.append(inp)
-            results.append(line.result)
-            per_task.setdefault(i, []).append(line.result.mean_cost if line.is_valid else NO_COST)
-        warner.finish()
-        for i, costs in per_task.items():
-            st = self.state[i]
-            st.restored += len(costs)
-            # The per-round history as it was, for the backward gradient: the best after each
-            # chunk of ``per_round`` records, in log order.
-            best = st.history[-1] if st.history else NO_COST
-            for k in range(0, len(costs), self.per_round):
-                best = min([best, *costs[k:k + self.per_round]])
-                st.history.append(best)
-                st.rounds += 1
-        seen.update(self.tasks[i].workload_key for i in per_task)
-        notes = []
-        if other_target:
-            notes.append(f"{other_target} of another CPU/toolchain ignored")
-        if other_workload:
-            notes.append(f"{other_workload} of other workloads ignored")
-        note = f" ({'; '.join(notes)})" if notes else ""
-        self._say(f"resuming from {path}: {len(inputs)} record(s) of {len(per_task)} task(s) "
-                  f"restored{note}")
-        return inputs, results
-
     def _resume(self, paths: list[str]) -> None:
+        """Restore every task's records of this toolchain from the logs ``paths``, then retrain
+        the cost model on them."""
+        assert self.measurer is not None
         inputs: list[MeasureInput] = []
         results: list[MeasureResult] = []
         seen: set[str] = set()
-        for p in paths:
-            a, b = self._resume_from(p, seen)
-            inputs += a
-            results += b
+        for path in paths:
+            log = restore_log(path, self.tasks, self._index, self.measurer)
+            for i, costs in log.per_task.items():
+                st = self.state[i]
+                st.restored += len(costs)
+                bests = round_bests(st.history[-1] if st.history else NO_COST, costs, self.per_round)
+                st.history += bests
+                st.rounds += len(bests)
+            seen.update(self.tasks[i].workload_key for i in log.per_task)
+            self._say(f"resuming from {path}: {len(log.inputs)} record(s) of {len(log.per_task)} "
+                      f"task(s) restored{log.note()}")
+            inputs += log.inputs
+            results += log.results
         self.restored = len(inputs)
         if inputs and self.model is not None:
             t0 = time.monotonic()
@@ -463,11 +426,7 @@ class TaskScheduler:
     def _run(self, log_path: str | None) -> str:
         opts = self.options
         assert opts is not None
-        paths = []
-        for p in (self.load_log_file, log_path):
-            if p is not None and os.path.isfile(p) and os.path.getsize(p) > 0 and \
-                    not any(os.path.samefile(p, q) for q in paths):
-                paths.append(p)
+        paths = resume_paths(self.load_log_file, log_path)
         # Rounds of restored records are counted with the per-round size of this run.
         n_all = len(self.tasks)
         self.per_round = self._per_round(n_all)
