@@ -17,7 +17,7 @@ import fnmatch
 import math
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from compute.tensor import ComputeOp
@@ -34,6 +34,17 @@ _FLOP_BUCKET_BASE = 1.618
 _GROUP_LEAVE_ROUNDS = 5
 
 Objective = Callable[[Sequence[float]], float]
+
+
+@dataclass
+class TaskState:
+    """What the scheduler keeps of one task besides its measurements."""
+
+    rounds: int = 0  # rounds spent (restored ones reconstructed from the log)
+    restored: int = 0  # records restored from the log
+    history: list[float] = field(default_factory=list)  # best cost after each round
+    dead: str = ""  # why the task retired ("" = live)
+    tuned: bool = True  # False: excluded by the filter
 
 
 def default_objective(weights: Sequence[float]) -> Objective:

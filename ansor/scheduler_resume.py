@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from measure.measure import MeasureInput, MeasureResult
 from measure.record import LineWarner, iter_lines, target_summary
 
 from .measurer import ProgramMeasurer
 from .records import record_to_input
-from .scheduler_policy import NO_COST
+from .scheduler_policy import NO_COST, TaskState
 
 if TYPE_CHECKING:
     from .search_task import SearchTask
@@ -92,3 +92,28 @@ def round_bests(best: float, costs: Sequence[float], per_round: int) -> list[flo
         best = min([best, *costs[k:k + per_round]])
         out.append(best)
     return out
+
+
+def restore_logs(paths: Sequence[str], tasks: Sequence["SearchTask"], index: Mapping[str, int],
+                 measurer: ProgramMeasurer, states: Sequence[TaskState], per_round: int,
+                 say: Callable[[str], None]) -> tuple[list[MeasureInput], list[MeasureResult], set[str]]:
+    """``restore_log`` of each of ``paths`` in turn, each task's restored count, rounds and
+    history added to ``states`` (rounds of ``per_round`` records) and a line per log to ``say``;
+    returns the restored records and the workload keys of the tasks they belong to."""
+    inputs: list[MeasureInput] = []
+    results: list[MeasureResult] = []
+    seen: set[str] = set()
+    for path in paths:
+        log = restore_log(path, tasks, index, measurer)
+        for i, costs in log.per_task.items():
+            st = states[i]
+            st.restored += len(costs)
+            bests = round_bests(st.history[-1] if st.history else NO_COST, costs, per_round)
+            st.history += bests
+            st.rounds += len(bests)
+        seen.update(tasks[i].workload_key for i in log.per_task)
+        say(f"resuming from {path}: {len(log.inputs)} record(s) of {len(log.per_task)} task(s) "
+            f"restored{log.note()}")
+        inputs += log.inputs
+        results += log.results
+    return inputs, results, seen

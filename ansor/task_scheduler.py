@@ -42,13 +42,13 @@ import math
 import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from cost_model.cost_model import CostModel
 from measure.builder import LocalBuilder
 from measure.checks import check_seed
-from measure.measure import MeasureInput, MeasureResult
+from measure.measure import MeasureInput
 from measure.record import RecordToFile, check_log_file
 from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
@@ -56,10 +56,10 @@ from measure.runtime import check_num_threads
 from . import scheduler_policy as policy
 from .graph.untuned import untuned_schedule
 from .measurer import STOP_INTERRUPTED, ProgramMeasurer, is_valid
-from .scheduler_policy import NO_COST, GradientParams, TaskFilter, similarity_tag
+from .scheduler_policy import NO_COST, GradientParams, TaskFilter, TaskState, similarity_tag
 from .scheduler_progress import (LogEstimatedLatency, PrintTableInfo, TaskSchedulerCallback,
                                  plot_latency_history, read_latency_history)
-from .scheduler_resume import restore_log, resume_paths, round_bests
+from .scheduler_resume import restore_logs, resume_paths
 from .tuning import TuningOptions, default_cost_model, format_duration
 
 if TYPE_CHECKING:
@@ -98,13 +98,60 @@ class SchedulerResult:
         return self.stop_reason == STOP_INTERRUPTED
 
 
-@dataclass
-class _TaskState:
-    rounds: int = 0  # rounds spent (restored ones reconstructed from the log)
-    restored: int = 0  # records restored from the log
-    history: list[float] = field(default_factory=list)  # best cost after each round
-    dead: str = ""  # why the task retired ("" = live)
-    tuned: bool = True  # False: excluded by the filter
+def _task_index(tasks: Sequence["SearchTask"]) -> dict[str, int]:
+    """Each task's number by workload key; not tasks, none or the same computation twice raise."""
+    from .search_task import SearchTask  # noqa: PLC0415 - the task module imports tuning
+
+    if not tasks:
+        raise ValueError("TaskScheduler needs at least one task")
+    keys: dict[str, int] = {}
+    for i, t in enumerate(tasks):
+        if not isinstance(t, SearchTask):
+            raise TypeError(f"TaskScheduler task {i} must be an ansor.SearchTask, got "
+                            f"{type(t).__name__}")
+        if t.workload_key in keys:
+            raise ValueError(f"TaskScheduler tasks {keys[t.workload_key]} and {i} are the same "
+                             f"computation ({t.desc}): merge them and add their weights")
+        keys[t.workload_key] = i
+    return keys
+
+
+def _task_weights(tasks: Sequence["SearchTask"], task_weights: Sequence[float] | None) -> list[float]:
+    """The weights (default: each task's ``weight``, else 1), one positive number per task."""
+    if task_weights is None:
+        task_weights = [getattr(t, "weight", 1) for t in tasks]
+    weights = [float(w) for w in task_weights]
+    if len(weights) != len(tasks):
+        raise ValueError(f"TaskScheduler: {len(weights)} task_weights for {len(tasks)} tasks")
+    for i, w in enumerate(weights):
+        if not math.isfinite(w) or w <= 0:
+            raise ValueError(f"TaskScheduler task_weights[{i}] must be a positive number, got {w!r}")
+    return weights
+
+
+def _check_pick_args(strategy: str, alpha: float, beta: float, backward_window_size: int) -> None:
+    """Raise on an unknown strategy or a gradient constant out of its range."""
+    if strategy not in ("gradient", "round-robin"):
+        raise ValueError(f"TaskScheduler strategy must be 'gradient' or 'round-robin', got {strategy!r}")
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"TaskScheduler alpha must be in [0, 1], got {alpha!r}")
+    if not beta >= 1.0:
+        raise ValueError(f"TaskScheduler beta must be >= 1, got {beta!r}")
+    if isinstance(backward_window_size, bool) or not isinstance(backward_window_size, int) \
+            or backward_window_size < 1:
+        raise ValueError("TaskScheduler backward_window_size must be an integer >= 1, got "
+                         f"{backward_window_size!r}")
+
+
+def _task_filter(task_filter: "TaskFilter | str | Callable[[int, SearchTask], bool] | None"
+                 ) -> "TaskFilter | Callable[[int, SearchTask], bool] | None":
+    """A ``TaskFilter`` (a pattern string becomes one), a predicate or None."""
+    if isinstance(task_filter, str):
+        task_filter = TaskFilter(pattern=task_filter)
+    if task_filter is not None and not (isinstance(task_filter, TaskFilter) or callable(task_filter)):
+        raise TypeError("TaskScheduler task_filter must be a TaskFilter, a pattern string or "
+                        f"a predicate, got {type(task_filter).__name__}")
+    return task_filter
 
 
 class TaskScheduler:
@@ -123,45 +170,15 @@ class TaskScheduler:
                  beta: float = 2, backward_window_size: int = 3, seed: int | None = None,
                  task_filter: "TaskFilter | str | Callable[[int, SearchTask], bool] | None" = None,
                  cost_model: CostModel | None = None):
-        from .search_task import SearchTask  # noqa: PLC0415 - the task module imports tuning
-
         self.tasks = list(tasks)
-        if not self.tasks:
-            raise ValueError("TaskScheduler needs at least one task")
-        keys: dict[str, int] = {}
-        for i, t in enumerate(self.tasks):
-            if not isinstance(t, SearchTask):
-                raise TypeError(f"TaskScheduler task {i} must be an ansor.SearchTask, got "
-                                f"{type(t).__name__}")
-            if t.workload_key in keys:
-                raise ValueError(f"TaskScheduler tasks {keys[t.workload_key]} and {i} are the same "
-                                 f"computation ({t.desc}): merge them and add their weights")
-            keys[t.workload_key] = i
-        self._index = keys
-        if task_weights is None:
-            task_weights = [getattr(t, "weight", 1) for t in self.tasks]
-        self.weights = [float(w) for w in task_weights]
-        if len(self.weights) != len(self.tasks):
-            raise ValueError(f"TaskScheduler: {len(self.weights)} task_weights for "
-                             f"{len(self.tasks)} tasks")
-        for i, w in enumerate(self.weights):
-            if not math.isfinite(w) or w <= 0:
-                raise ValueError(f"TaskScheduler task_weights[{i}] must be a positive number, got {w!r}")
+        self._index = _task_index(self.tasks)
+        self.weights = _task_weights(self.tasks, task_weights)
         if objective_func is not None and not callable(objective_func):
             raise TypeError("TaskScheduler objective_func must be callable (list of latencies -> float)")
         self.objective = (objective_func if objective_func is not None
                           else policy.default_objective(self.weights))
-        if strategy not in ("gradient", "round-robin"):
-            raise ValueError(f"TaskScheduler strategy must be 'gradient' or 'round-robin', got {strategy!r}")
+        _check_pick_args(strategy, alpha, beta, backward_window_size)
         self.strategy = strategy
-        if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"TaskScheduler alpha must be in [0, 1], got {alpha!r}")
-        if not beta >= 1.0:
-            raise ValueError(f"TaskScheduler beta must be >= 1, got {beta!r}")
-        if isinstance(backward_window_size, bool) or not isinstance(backward_window_size, int) \
-                or backward_window_size < 1:
-            raise ValueError("TaskScheduler backward_window_size must be an integer >= 1, got "
-                             f"{backward_window_size!r}")
         self.alpha, self.beta, self.window = float(alpha), float(beta), backward_window_size
         self.seed = check_seed("TaskScheduler seed", seed)
         self.load_log_file = None if load_log_file is None else os.fspath(load_log_file)
@@ -170,18 +187,13 @@ class TaskScheduler:
             if not isinstance(cb, TaskSchedulerCallback):
                 raise TypeError(f"TaskScheduler callbacks must be TaskSchedulerCallback objects, "
                                 f"got {type(cb).__name__}")
-        if isinstance(task_filter, str):
-            task_filter = TaskFilter(pattern=task_filter)
-        if task_filter is not None and not (isinstance(task_filter, TaskFilter) or callable(task_filter)):
-            raise TypeError("TaskScheduler task_filter must be a TaskFilter, a pattern string or "
-                            f"a predicate, got {type(task_filter).__name__}")
-        self.task_filter = task_filter
+        self.task_filter = _task_filter(task_filter)
         self.cost_model = cost_model
 
         self.flops = [float(t.flop_count or 0.0) for t in self.tasks]
         self.tags = [similarity_tag(t) for t in self.tasks]
         self.groups: dict[str, list[int]] = policy.similarity_groups(self.tags)
-        self.state = [_TaskState() for _ in self.tasks]
+        self.state = [TaskState() for _ in self.tasks]
         # Set by ``tune``; readable by callbacks.
         self.measurer: ProgramMeasurer | None = None
         self.model: CostModel | None = None
@@ -278,22 +290,8 @@ class TaskScheduler:
         """Restore every task's records of this toolchain from the logs ``paths``, then retrain
         the cost model on them."""
         assert self.measurer is not None
-        inputs: list[MeasureInput] = []
-        results: list[MeasureResult] = []
-        seen: set[str] = set()
-        for path in paths:
-            log = restore_log(path, self.tasks, self._index, self.measurer)
-            for i, costs in log.per_task.items():
-                st = self.state[i]
-                st.restored += len(costs)
-                bests = round_bests(st.history[-1] if st.history else NO_COST, costs, self.per_round)
-                st.history += bests
-                st.rounds += len(bests)
-            seen.update(self.tasks[i].workload_key for i in log.per_task)
-            self._say(f"resuming from {path}: {len(log.inputs)} record(s) of {len(log.per_task)} "
-                      f"task(s) restored{log.note()}")
-            inputs += log.inputs
-            results += log.results
+        inputs, results, seen = restore_logs(paths, self.tasks, self._index, self.measurer,
+                                             self.state, self.per_round, self._say)
         self.restored = len(inputs)
         if inputs and self.model is not None:
             t0 = time.monotonic()
