@@ -5,14 +5,11 @@ for one round (``per_round`` candidates, as ``tune_task`` does for one task); th
 
 * ``"round-robin"``: the next live task in turn;
 * ``"gradient"`` (Ansor's): after a warm-up round over every task not restored from a log, the
-  task whose next round is predicted to reduce the objective most. For task i with best latency
-  g after t rounds: ``chain`` = d objective / d latency_i (numerically, so any objective works);
-  ``backward`` = (best[t-1] - best[t-1-w]) / w over the last w rounds; ``forward`` =
-  min(-g / t, beta * flops_i / max_j(flops_j / cost_j) - g) over the similar tasks j (same anchor
-  op tag and int(log_1.618(flops + 1)): an optimistic guess that i can reach its fastest sibling's
-  throughput); ``grad = chain * (alpha * backward + (1 - alpha) * forward)``. The most negative
-  wins, ties are broken at random. A task leaves its group when it had 5 rounds more than any
-  sibling and still runs below the group's best throughput / beta: it is not similar after all.
+  task whose next round is predicted to reduce the objective most: the most negative gradient
+  (``scheduler_policy`` has the arithmetic: the objective's slope, the task's recent progress and
+  an optimistic guess that it can reach the throughput of its similar tasks), ties broken at
+  random. A task leaves its group of similar tasks when it had 5 rounds more than any sibling
+  and still runs below the group's best throughput / beta: it is not similar after all.
 
 A task retires ("dead") when its round proposes nothing new, when its own early stopping triggers
 (``TuningOptions.early_stopping`` trials without improvement), after too many errors in a row or
@@ -27,38 +24,42 @@ All tasks share ONE cost model (it is retrained on every task's records, so what
 conv helps the next) and ONE ``ProgramMeasurer`` (per-task bookkeeping by workload key, one log);
 each task has its own ``SketchPolicy``, created when it is first tuned.
 
-Resuming (``load_log_file``, and ``options.log_file`` when it exists, as ``tune_task`` does)
-restores each task's best cost, its trial count and per-round history, the measured set (nothing
-is measured twice) and retrains the shared cost model on the restored records - TVM's scheduler
-restored the costs but not the model, so resumed runs started the search from scratch.
+Resuming (``load_log_file``, and ``options.log_file`` when it exists, as ``tune_task`` does;
+``scheduler_resume``) restores each task's best cost, its trial count and per-round history, the
+measured set (nothing is measured twice) and retrains the shared cost model on the restored
+records - TVM's scheduler restored the costs but not the model, so resumed runs started the
+search from scratch.
 
 Tasks excluded by a ``TaskFilter`` (name pattern and/or minimum share of the estimated latency)
 are neither measured nor counted in the budget, but stay in the table and in the objective.
+The progress callbacks (the table, the latency history) are in ``scheduler_progress``; every
+public name of the three helper modules is importable from here too.
 """
 from __future__ import annotations
 
-import fnmatch
 import logging
 import math
 import os
 import random
-import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from compute.tensor import ComputeOp
 from cost_model.cost_model import CostModel
 from measure.builder import LocalBuilder
 from measure.checks import check_seed
-from measure.measure import MeasureInput, MeasureResult
-from measure.record import LineWarner, RecordToFile, check_log_file, iter_lines, target_summary
+from measure.measure import MeasureInput
+from measure.record import RecordToFile, check_log_file
 from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
 
+from . import scheduler_policy as policy
 from .graph.untuned import untuned_schedule
 from .measurer import STOP_INTERRUPTED, ProgramMeasurer, is_valid
-from .records import record_to_input
+from .scheduler_policy import NO_COST, GradientParams, TaskFilter, TaskState, similarity_tag
+from .scheduler_progress import (LogEstimatedLatency, PrintTableInfo, TaskSchedulerCallback,
+                                 plot_latency_history, read_latency_history)
+from .scheduler_resume import restore_logs, resume_paths
 from .tuning import TuningOptions, default_cost_model, format_duration
 
 if TYPE_CHECKING:
@@ -69,81 +70,13 @@ __all__ = ["NO_COST", "LogEstimatedLatency", "PrintTableInfo", "SchedulerResult"
 
 logger = logging.getLogger("ansor.task_scheduler")
 
-# The latency a task without any valid measurement stands for in the objective (TVM's 1e10 s):
-# large enough that such a task dominates every gradient until it has a schedule.
-NO_COST = 1e10
 # A task with no valid measurement after this many rounds retires (see ``_round``).
 NO_VALID_ROUNDS = 3
-# The golden ratio base of the FLOP buckets of similar tasks (Ansor's choice).
-_FLOP_BUCKET_BASE = 1.618
-# A task leaves its similarity group after this many rounds more than any of its siblings.
-_GROUP_LEAVE_ROUNDS = 5
 
 STOP_ALL_DEAD = "every task is done (nothing new to propose, early stopping or errors)"
 STOP_EARLY = "early stopping: the objective has not improved"
 STOP_NOTHING = "no task to tune (all filtered out)"
 STOP_BUDGET_ALL = "trial budget reached"
-
-
-def _default_objective(weights: Sequence[float]) -> Callable[[Sequence[float]], float]:
-    def objective(costs: Sequence[float]) -> float:
-        return float(sum(w * c for w, c in zip(weights, costs)))
-
-    return objective
-
-
-def similarity_tag(task: "SearchTask") -> str:
-    """``conv2d_nhwc_27``: the tags of the task's reduction stages (its anchor ops) and its FLOP
-    bucket int(log_1.618(flops + 1)); "" for a task without a reduction (grouped with nothing)."""
-    tags = [op.tag or op.name for op in task.compute_dag.ops
-            if isinstance(op, ComputeOp) and op.reduce_axes]
-    if not tags:
-        return ""
-    flops = float(task.flop_count or 0.0)
-    return "+".join(tags) + f"_{int(math.log(flops + 1) / math.log(_FLOP_BUCKET_BASE))}"
-
-
-@dataclass(frozen=True)
-class TaskFilter:
-    """Which tasks to tune. ``pattern``: a shell glob matched against the whole task description
-    or a regular expression searched in it (``"conv2d*"``, ``"dense|matmul"``); ``min_share``: the
-    task's share of the estimated latency (weight x best cost from the log; tasks without a record
-    estimated from their FLOPs at the measured tasks' median throughput, or by FLOPs alone when
-    none is measured) must be at least this (0.05 = 5%). Both given: both must hold."""
-
-    pattern: str | None = None
-    min_share: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.pattern is not None and not isinstance(self.pattern, str):
-            raise TypeError(f"TaskFilter.pattern must be a string, got {type(self.pattern).__name__}")
-        if (isinstance(self.min_share, bool) or not isinstance(self.min_share, (int, float))
-                or not 0.0 <= self.min_share < 1.0):
-            raise ValueError(f"TaskFilter.min_share must be a number in [0, 1), got {self.min_share!r}")
-
-    def matches_name(self, desc: str) -> bool:
-        if self.pattern is None:
-            return True
-        if fnmatch.fnmatchcase(desc, self.pattern):
-            return True
-        try:
-            return re.search(self.pattern, desc) is not None
-        except re.error:
-            return False  # not a regular expression: the glob alone decides
-
-
-class TaskSchedulerCallback:
-    """Hooks around each round: ``pre_tune`` before the task ``task_id`` is tuned (the previous
-    round's results are in), ``post_tune`` after, ``finish`` once at the end."""
-
-    def pre_tune(self, scheduler: "TaskScheduler", task_id: int) -> None:
-        pass
-
-    def post_tune(self, scheduler: "TaskScheduler", task_id: int) -> None:
-        pass
-
-    def finish(self, scheduler: "TaskScheduler") -> None:
-        pass
 
 
 @dataclass(frozen=True)
@@ -165,13 +98,60 @@ class SchedulerResult:
         return self.stop_reason == STOP_INTERRUPTED
 
 
-@dataclass
-class _TaskState:
-    rounds: int = 0  # rounds spent (restored ones reconstructed from the log)
-    restored: int = 0  # records restored from the log
-    history: list[float] = field(default_factory=list)  # best cost after each round
-    dead: str = ""  # why the task retired ("" = live)
-    tuned: bool = True  # False: excluded by the filter
+def _task_index(tasks: Sequence["SearchTask"]) -> dict[str, int]:
+    """Each task's number by workload key; not tasks, none or the same computation twice raise."""
+    from .search_task import SearchTask  # noqa: PLC0415 - the task module imports tuning
+
+    if not tasks:
+        raise ValueError("TaskScheduler needs at least one task")
+    keys: dict[str, int] = {}
+    for i, t in enumerate(tasks):
+        if not isinstance(t, SearchTask):
+            raise TypeError(f"TaskScheduler task {i} must be an ansor.SearchTask, got "
+                            f"{type(t).__name__}")
+        if t.workload_key in keys:
+            raise ValueError(f"TaskScheduler tasks {keys[t.workload_key]} and {i} are the same "
+                             f"computation ({t.desc}): merge them and add their weights")
+        keys[t.workload_key] = i
+    return keys
+
+
+def _task_weights(tasks: Sequence["SearchTask"], task_weights: Sequence[float] | None) -> list[float]:
+    """The weights (default: each task's ``weight``, else 1), one positive number per task."""
+    if task_weights is None:
+        task_weights = [getattr(t, "weight", 1) for t in tasks]
+    weights = [float(w) for w in task_weights]
+    if len(weights) != len(tasks):
+        raise ValueError(f"TaskScheduler: {len(weights)} task_weights for {len(tasks)} tasks")
+    for i, w in enumerate(weights):
+        if not math.isfinite(w) or w <= 0:
+            raise ValueError(f"TaskScheduler task_weights[{i}] must be a positive number, got {w!r}")
+    return weights
+
+
+def _check_pick_args(strategy: str, alpha: float, beta: float, backward_window_size: int) -> None:
+    """Raise on an unknown strategy or a gradient constant out of its range."""
+    if strategy not in ("gradient", "round-robin"):
+        raise ValueError(f"TaskScheduler strategy must be 'gradient' or 'round-robin', got {strategy!r}")
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"TaskScheduler alpha must be in [0, 1], got {alpha!r}")
+    if not beta >= 1.0:
+        raise ValueError(f"TaskScheduler beta must be >= 1, got {beta!r}")
+    if isinstance(backward_window_size, bool) or not isinstance(backward_window_size, int) \
+            or backward_window_size < 1:
+        raise ValueError("TaskScheduler backward_window_size must be an integer >= 1, got "
+                         f"{backward_window_size!r}")
+
+
+def _task_filter(task_filter: "TaskFilter | str | Callable[[int, SearchTask], bool] | None"
+                 ) -> "TaskFilter | Callable[[int, SearchTask], bool] | None":
+    """A ``TaskFilter`` (a pattern string becomes one), a predicate or None."""
+    if isinstance(task_filter, str):
+        task_filter = TaskFilter(pattern=task_filter)
+    if task_filter is not None and not (isinstance(task_filter, TaskFilter) or callable(task_filter)):
+        raise TypeError("TaskScheduler task_filter must be a TaskFilter, a pattern string or "
+                        f"a predicate, got {type(task_filter).__name__}")
+    return task_filter
 
 
 class TaskScheduler:
@@ -190,44 +170,15 @@ class TaskScheduler:
                  beta: float = 2, backward_window_size: int = 3, seed: int | None = None,
                  task_filter: "TaskFilter | str | Callable[[int, SearchTask], bool] | None" = None,
                  cost_model: CostModel | None = None):
-        from .search_task import SearchTask  # noqa: PLC0415 - the task module imports tuning
-
         self.tasks = list(tasks)
-        if not self.tasks:
-            raise ValueError("TaskScheduler needs at least one task")
-        keys: dict[str, int] = {}
-        for i, t in enumerate(self.tasks):
-            if not isinstance(t, SearchTask):
-                raise TypeError(f"TaskScheduler task {i} must be an ansor.SearchTask, got "
-                                f"{type(t).__name__}")
-            if t.workload_key in keys:
-                raise ValueError(f"TaskScheduler tasks {keys[t.workload_key]} and {i} are the same "
-                                 f"computation ({t.desc}): merge them and add their weights")
-            keys[t.workload_key] = i
-        self._index = keys
-        if task_weights is None:
-            task_weights = [getattr(t, "weight", 1) for t in self.tasks]
-        self.weights = [float(w) for w in task_weights]
-        if len(self.weights) != len(self.tasks):
-            raise ValueError(f"TaskScheduler: {len(self.weights)} task_weights for "
-                             f"{len(self.tasks)} tasks")
-        for i, w in enumerate(self.weights):
-            if not math.isfinite(w) or w <= 0:
-                raise ValueError(f"TaskScheduler task_weights[{i}] must be a positive number, got {w!r}")
+        self._index = _task_index(self.tasks)
+        self.weights = _task_weights(self.tasks, task_weights)
         if objective_func is not None and not callable(objective_func):
             raise TypeError("TaskScheduler objective_func must be callable (list of latencies -> float)")
-        self.objective = objective_func if objective_func is not None else _default_objective(self.weights)
-        if strategy not in ("gradient", "round-robin"):
-            raise ValueError(f"TaskScheduler strategy must be 'gradient' or 'round-robin', got {strategy!r}")
+        self.objective = (objective_func if objective_func is not None
+                          else policy.default_objective(self.weights))
+        _check_pick_args(strategy, alpha, beta, backward_window_size)
         self.strategy = strategy
-        if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"TaskScheduler alpha must be in [0, 1], got {alpha!r}")
-        if not beta >= 1.0:
-            raise ValueError(f"TaskScheduler beta must be >= 1, got {beta!r}")
-        if isinstance(backward_window_size, bool) or not isinstance(backward_window_size, int) \
-                or backward_window_size < 1:
-            raise ValueError("TaskScheduler backward_window_size must be an integer >= 1, got "
-                             f"{backward_window_size!r}")
         self.alpha, self.beta, self.window = float(alpha), float(beta), backward_window_size
         self.seed = check_seed("TaskScheduler seed", seed)
         self.load_log_file = None if load_log_file is None else os.fspath(load_log_file)
@@ -236,21 +187,13 @@ class TaskScheduler:
             if not isinstance(cb, TaskSchedulerCallback):
                 raise TypeError(f"TaskScheduler callbacks must be TaskSchedulerCallback objects, "
                                 f"got {type(cb).__name__}")
-        if isinstance(task_filter, str):
-            task_filter = TaskFilter(pattern=task_filter)
-        if task_filter is not None and not (isinstance(task_filter, TaskFilter) or callable(task_filter)):
-            raise TypeError("TaskScheduler task_filter must be a TaskFilter, a pattern string or "
-                            f"a predicate, got {type(task_filter).__name__}")
-        self.task_filter = task_filter
+        self.task_filter = _task_filter(task_filter)
         self.cost_model = cost_model
 
         self.flops = [float(t.flop_count or 0.0) for t in self.tasks]
         self.tags = [similarity_tag(t) for t in self.tasks]
-        self.groups: dict[str, list[int]] = {}
-        for i, tag in enumerate(self.tags):
-            if tag:
-                self.groups.setdefault(tag, []).append(i)
-        self.state = [_TaskState() for _ in self.tasks]
+        self.groups: dict[str, list[int]] = policy.similarity_groups(self.tags)
+        self.state = [TaskState() for _ in self.tasks]
         # Set by ``tune``; readable by callbacks.
         self.measurer: ProgramMeasurer | None = None
         self.model: CostModel | None = None
@@ -280,23 +223,20 @@ class TaskScheduler:
         new = 0 if self.measurer is None else self.measurer.stats(self.tasks[i].workload_key).trials
         return st.restored + new
 
+    def _known(self) -> list[float | None]:
+        return [self.best_cost(i) for i in range(len(self.tasks))]
+
     def costs(self) -> list[float]:
         """Every task's latency as the objective sees it: its best cost; for a task excluded by
         the filter that has no record, its FLOPs at the measured tasks' median throughput
         (``estimated_shares``); ``NO_COST`` when neither is known."""
-        known = [self.best_cost(i) for i in range(len(self.tasks))]
-        speed = self._median_speed(known)
-        out = []
-        for i, c in enumerate(known):
-            if c is None and not self.state[i].tuned and speed is not None:
-                c = self.flops[i] / speed
-            out.append(NO_COST if c is None else c)
-        return out
+        return policy.objective_costs(self._known(), self.flops, [st.tuned for st in self.state])
 
-    def _median_speed(self, known: Sequence[float | None]) -> float | None:
-        speeds = sorted(self.flops[i] / c for i, c in enumerate(known)
-                        if c is not None and c > 0 and self.flops[i] > 0)
-        return speeds[len(speeds) // 2] if speeds else None
+    def estimated_shares(self) -> list[float]:
+        """Each task's share of the estimated latency sum(weight x latency): the best cost where
+        known, else its FLOPs at the median throughput of the measured tasks (by FLOPs alone
+        when none is measured: the same throughput for every task)."""
+        return policy.estimated_shares(self._known(), self.flops, self.weights)
 
     def estimated_latency(self) -> float | None:
         """The objective over ``costs()``, once every task has a latency; else None."""
@@ -317,31 +257,10 @@ class TaskScheduler:
     # ---- the pick ------------------------------------------------------------------------------
     def gradients(self) -> dict[int, float]:
         """The gradient of every live task (the most negative one is tuned next)."""
-        costs = self.costs()
-        base = float(self.objective(costs))
-        out: dict[int, float] = {}
-        for i in self.live_tasks():
-            g = costs[i]
-            delta = max(g * 1e-3, 1e-12)
-            lowered = list(costs)
-            lowered[i] = g - delta
-            chain = (base - float(self.objective(lowered))) / delta
-            h = self.state[i].history
-            backward = (h[-1] - h[-1 - self.window]) / self.window if len(h) > self.window else 0.0
-            t = max(1, self.state[i].rounds)
-            forward = -g / t
-            group = self.groups.get(self.tags[i], [])
-            if len(group) > 1 and self.flops[i] > 0:
-                best_speed = self._group_speed(group)
-                if best_speed > 0:
-                    forward = min(forward, self.beta * self.flops[i] / best_speed - g)
-            out[i] = chain * (self.alpha * backward + (1 - self.alpha) * forward)
-        return out
-
-    def _group_speed(self, group: Sequence[int]) -> float:
-        """The best measured throughput (FLOP/s) in a similarity group (0: none measured)."""
-        return max((self.flops[j] / c for j in group
-                    if (c := self.best_cost(j)) is not None and c > 0), default=0.0)
+        return policy.gradients(self.objective, self.costs(), self._known(), self.live_tasks(),
+                                [st.history for st in self.state], [st.rounds for st in self.state],
+                                self.flops, [self.groups.get(tag, []) for tag in self.tags],
+                                GradientParams(self.alpha, self.beta, self.window))
 
     def pick(self) -> int | None:
         """The task to tune next (None: every task is dead)."""
@@ -349,113 +268,30 @@ class TaskScheduler:
         if not live:
             return None
         if self.strategy == "round-robin":
-            start = -1 if self.last_task is None else self.last_task
-            n = len(self.tasks)
-            return next(j % n for j in range(start + 1, start + 1 + n) if j % n in live)
-        grads = self.gradients()
-        lowest = min(grads.values())
-        best = [i for i in live if grads[i] == lowest]
-        return best[0] if len(best) == 1 else self._rng.choice(best)
+            return policy.next_round_robin(live, len(self.tasks), self.last_task)
+        return policy.lowest_gradient(live, self.gradients(), self._rng)
 
     def _adjust_group(self, i: int) -> None:
-        """Task i leaves its similarity group when, after 5 rounds more than any sibling, it still
-        runs below the group's best throughput / beta: the optimism about it was unfounded."""
+        """Task i leaves its similarity group when it is not similar after all (``leaves_group``)."""
         group = self.groups.get(self.tags[i])
-        if not group or len(group) <= 1 or i not in group:
-            return
-        c = self.best_cost(i)
-        if c is None or self.flops[i] <= 0:
-            return
-        others = max(self.state[j].rounds for j in group if j != i)
-        if self.flops[i] / c < self._group_speed(group) / self.beta and \
-                self.state[i].rounds > _GROUP_LEAVE_ROUNDS + others:
+        if group and policy.leaves_group(i, group, self.flops, self._known(),
+                                         [st.rounds for st in self.state], self.beta):
             group.remove(i)
 
     # ---- set-up --------------------------------------------------------------------------------
     def _apply_filter(self) -> None:
-        f = self.task_filter
-        if f is None:
+        if self.task_filter is None:
             return
-        if isinstance(f, TaskFilter):
-            shares = self.estimated_shares()
-            for i, t in enumerate(self.tasks):
-                self.state[i].tuned = f.matches_name(t.desc) and shares[i] >= f.min_share
-        else:
-            for i, t in enumerate(self.tasks):
-                self.state[i].tuned = bool(f(i, t))
-        if not any(st.tuned for st in self.state):
-            shown = "; ".join(t.desc for t in self.tasks[:8]) + ("; ..." if len(self.tasks) > 8 else "")
-            raise ValueError(f"the task filter {f!r} excludes all {len(self.tasks)} tasks ({shown})")
-
-    def estimated_shares(self) -> list[float]:
-        """Each task's share of the estimated latency sum(weight x latency): the best cost where
-        known, else its FLOPs at the median throughput of the measured tasks (by FLOPs alone
-        when none is measured: the same throughput for every task)."""
-        known = [self.best_cost(i) for i in range(len(self.tasks))]
-        speed = self._median_speed(known) or 1e9
-        lat = [self.weights[i] * (c if c is not None else self.flops[i] / speed)
-               for i, c in enumerate(known)]
-        total = sum(lat)
-        return [x / total if total > 0 else 1.0 / len(lat) for x in lat]
-
-    def _resume_from(self, path: str, seen: set[str]) -> tuple[list[MeasureInput], list[MeasureResult]]:
-        """Restore every task's records of this toolchain from ``path``."""
-        here = target_summary()["key"]
-        warner = LineWarner(path)
-        inputs: list[MeasureInput] = []
-        results: list[MeasureResult] = []
-        per_task: dict[int, list[float]] = {}
-        other_target = other_workload = 0
-        assert self.measurer is not None
-        for line in iter_lines(path, warner):
-            i = self._index.get(line.workload_key)
-            if i is None:
-                other_workload += 1
-                continue
-            if line.target_key != here:
-                other_target += 1  # timed elsewhere: not measured *here*, costs not comparable
-                continue
-            inp = record_to_input(line, self.tasks[i], warner)
-            if inp is None:
-                continue
-            key = inp.state.canonical_key()
-            stats = self.measurer.stats(line.workload_key)
-            if key in stats.measured_keys:
-                continue  # the same schedule in both logs (or twice in one): counted once
-            stats.add_resumed(inp.state, line.result, valid=line.is_valid)
-            inputs.append(inp)
-            results.append(line.result)
-            per_task.setdefault(i, []).append(line.result.mean_cost if line.is_valid else NO_COST)
-        warner.finish()
-        for i, costs in per_task.items():
-            st = self.state[i]
-            st.restored += len(costs)
-            # The per-round history as it was, for the backward gradient: the best after each
-            # chunk of ``per_round`` records, in log order.
-            best = st.history[-1] if st.history else NO_COST
-            for k in range(0, len(costs), self.per_round):
-                best = min([best, *costs[k:k + self.per_round]])
-                st.history.append(best)
-                st.rounds += 1
-        seen.update(self.tasks[i].workload_key for i in per_task)
-        notes = []
-        if other_target:
-            notes.append(f"{other_target} of another CPU/toolchain ignored")
-        if other_workload:
-            notes.append(f"{other_workload} of other workloads ignored")
-        note = f" ({'; '.join(notes)})" if notes else ""
-        self._say(f"resuming from {path}: {len(inputs)} record(s) of {len(per_task)} task(s) "
-                  f"restored{note}")
-        return inputs, results
+        keep = policy.select_tasks(self.task_filter, self.tasks, self.estimated_shares)
+        for st, tuned in zip(self.state, keep):
+            st.tuned = tuned
 
     def _resume(self, paths: list[str]) -> None:
-        inputs: list[MeasureInput] = []
-        results: list[MeasureResult] = []
-        seen: set[str] = set()
-        for p in paths:
-            a, b = self._resume_from(p, seen)
-            inputs += a
-            results += b
+        """Restore every task's records of this toolchain from the logs ``paths``, then retrain
+        the cost model on them."""
+        assert self.measurer is not None
+        inputs, results, seen = restore_logs(paths, self.tasks, self._index, self.measurer,
+                                             self.state, self.per_round, self._say)
         self.restored = len(inputs)
         if inputs and self.model is not None:
             t0 = time.monotonic()
@@ -588,11 +424,7 @@ class TaskScheduler:
     def _run(self, log_path: str | None) -> str:
         opts = self.options
         assert opts is not None
-        paths = []
-        for p in (self.load_log_file, log_path):
-            if p is not None and os.path.isfile(p) and os.path.getsize(p) > 0 and \
-                    not any(os.path.samefile(p, q) for q in paths):
-                paths.append(p)
+        paths = resume_paths(self.load_log_file, log_path)
         # Rounds of restored records are counted with the per-round size of this run.
         n_all = len(self.tasks)
         self.per_round = self._per_round(n_all)
@@ -648,153 +480,3 @@ class TaskScheduler:
             if stop:
                 return stop
 
-
-# ---- progress --------------------------------------------------------------------------------
-
-def _ms(c: float | None) -> str:
-    return "-" if c is None else f"{c * 1e3:.4g}"
-
-
-class PrintTableInfo(TaskSchedulerCallback):
-    """Before each round (so after the previous one): the table ``| ID | task | latency (ms) |
-    GFLOPS | trials |``, the estimated total latency, trials done / budget, elapsed time, ETA and
-    the next task; at the end the same table with why the run stopped."""
-
-    def __init__(self, file: Any = None):
-        self.file = file
-
-    def _print(self, text: str) -> None:
-        print(text, file=self.file, flush=True)
-
-    def table(self, s: TaskScheduler) -> str:
-        rows = [("ID", "task", "latency (ms)", "GFLOPS", "trials")]
-        for i, t in enumerate(s.tasks):
-            c = s.best_cost(i)
-            gf = "-" if c is None or not s.flops[i] else f"{s.flops[i] / c / 1e9:.2f}"
-            st = s.state[i]
-            trials = str(s.task_trials(i)) + ("" if st.tuned else " (not tuned)") + \
-                (" (done)" if st.dead else "")
-            rows.append((str(i), t.desc, _ms(c), gf, trials))
-        widths = [max(len(r[k]) for r in rows) for k in range(5)]
-        lines = []
-        for n, r in enumerate(rows):
-            lines.append("| " + " | ".join(v.ljust(w) for v, w in zip(r, widths)) + " |")
-            if n == 0:
-                lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-        return "\n".join(lines)
-
-    def status(self, s: TaskScheduler) -> str:
-        est = s.estimated_latency()
-        missing = sum(1 for c in s.costs() if c >= NO_COST)
-        est_s = (f"{est * 1e3:.4g} ms" if est is not None
-                 else f"- ({missing} task(s) without a valid schedule)")
-        elapsed = time.monotonic() - s.t_start
-        budget = s.budget()
-        eta = "-"
-        if s.trials and budget > s.trials:
-            eta = format_duration(elapsed / s.trials * (budget - s.trials))
-        restored = f" (+{s.restored} restored)" if s.restored else ""
-        return (f"estimated total latency: {est_s} | trials: {s.trials}/{budget}{restored} | "
-                f"elapsed: {format_duration(elapsed)} | ETA: {eta}")
-
-    def pre_tune(self, scheduler: TaskScheduler, task_id: int) -> None:
-        if scheduler.options is None or scheduler.options.verbose < 1:
-            return
-        self._print(self.table(scheduler))
-        self._print(f"{self.status(scheduler)} | next task: {task_id}")
-
-    def finish(self, scheduler: TaskScheduler) -> None:
-        if scheduler.options is None or scheduler.options.verbose < 1:
-            return
-        self._print(self.table(scheduler))
-        self._print(self.status(scheduler))
-        self._print(f"tuning finished: {getattr(scheduler, 'stop_reason', '')}")
-
-
-HISTORY_HEADER = ["round", "trials", "elapsed_s", "estimated_latency_ms"]
-
-
-class LogEstimatedLatency(TaskSchedulerCallback):
-    """Appends ``round, trials, elapsed_s, estimated_latency_ms`` (tab-separated, a header first)
-    to ``path`` after each round, flushed at once. ``trials`` counts the log's measurements too
-    and a resumed run continues the file's round count and clock, so the history of several
-    runs on one log is one curve. The latency is ``nan`` until every task has a valid cost."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = os.fspath(path)
-        self._round0 = 0
-        self._t0 = 0.0
-        self._opened = False
-
-    def _open(self) -> None:
-        self._opened = True
-        if not os.path.isfile(self.path) or os.path.getsize(self.path) == 0:
-            with open(self.path, "w", encoding="utf-8") as f:
-                f.write("\t".join(HISTORY_HEADER) + "\n")
-            return
-        rows = read_latency_history(self.path)  # raises naming the file and line when foreign
-        if rows:
-            self._round0 = int(rows[-1]["round"])
-            self._t0 = float(rows[-1]["elapsed_s"])
-
-    def post_tune(self, scheduler: TaskScheduler, task_id: int) -> None:
-        if not self._opened:
-            self._open()
-        est = scheduler.estimated_latency()
-        trials = sum(scheduler.task_trials(i) for i in range(len(scheduler.tasks)))
-        row = [str(self._round0 + scheduler.rounds_done), str(trials),
-               f"{self._t0 + time.monotonic() - scheduler.t_start:.3f}",
-               "nan" if est is None else f"{est * 1e3:.6g}"]
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write("\t".join(row) + "\n")
-            f.flush()
-
-
-def read_latency_history(path: str | os.PathLike) -> list[dict[str, float]]:
-    """The rows of a ``LogEstimatedLatency`` file as dicts of floats. A file that is not one (no
-    such header, a malformed row) raises ValueError naming the file and line; a last line cut
-    short by a killed run is skipped."""
-    path = os.fspath(path)
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    if not lines or lines[0].split("\t") != HISTORY_HEADER:
-        raise ValueError(f"{path}, line 1: not an estimated-latency history (expected the header "
-                         f"{' '.join(HISTORY_HEADER)})")
-    complete = lines[1:-1]  # the text after the last newline is "" or a row cut short
-    rows = []
-    for n, text in enumerate(complete, start=2):
-        parts = text.split("\t")
-        try:
-            if len(parts) != len(HISTORY_HEADER):
-                raise ValueError(f"{len(parts)} fields")
-            rows.append({k: float(v) for k, v in zip(HISTORY_HEADER, parts)})
-        except ValueError as err:
-            raise ValueError(f"{path}, line {n}: malformed history row ({err})") from None
-    return rows
-
-
-def plot_latency_history(path: str | os.PathLike, out: str | os.PathLike) -> bool:
-    """Plot a ``LogEstimatedLatency`` history (estimated latency against trials and against
-    seconds) into the image ``out``. Returns False when matplotlib is not installed."""
-    try:
-        # Optional: plotting is a convenience, not a dependency of tuning.
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except ImportError:
-        return False
-    rows = [r for r in read_latency_history(path) if math.isfinite(r["estimated_latency_ms"])]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    y = [r["estimated_latency_ms"] for r in rows]
-    a.plot([r["trials"] for r in rows], y, marker=".")
-    a.set_xlabel("trials")
-    a.set_ylabel("estimated latency (ms)")
-    b.plot([r["elapsed_s"] for r in rows], y, marker=".")
-    b.set_xlabel("seconds")
-    for ax in (a, b):
-        ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.fspath(out))
-    plt.close(fig)
-    return True
