@@ -4,8 +4,10 @@ Each system runs in a fresh process with the same number of threads, systems alt
 rounds, and the figure is the median over rounds; every worker checks its outputs against the
 graph reference before timing (``ansor.bench.network_compare``). onnxruntime runs the model file
 for an ``.onnx`` MODEL and the graph written as ONNX for a zoo network; PyTorch runs the graph
-op by op, images channels-last. The executor's own overhead per inference (``lib.benchmark``:
-the network with every kernel replaced by an empty function) is measured once per network.
+op by op, images channels-last. With ``--log NET=LOG`` the network is timed untuned and tuned in
+the same alternation; the ratio columns are for the tuned one (the untuned one without a log).
+The executor's own overhead per inference (``lib.benchmark``: the network with every kernel
+replaced by an empty function) is measured once per network.
 
 Usage:
   python benchmarks/network_latency.py [--networks resnet-50 mobilenet-v2 bert-base-layer]
@@ -51,28 +53,36 @@ def main(argv: list[str] | None = None) -> int:
     report = {"machine": machine_info(), "threads": args.threads, "rounds": args.rounds, "networks": {}}
     print(f"# {report['machine']['cpu']} ({report['machine']['llvm_cpu']}), {args.threads} thread(s), "
           f"{args.rounds} rounds, {report['machine']['date']}", flush=True)
-    print("| network | ansor (ms) | onnxruntime (ms) | PyTorch (ms) | ansor / onnxruntime | ansor / PyTorch "
-          "| executor overhead |", flush=True)
-    print("|---|---|---|---|---|---|---|", flush=True)
+    print("| network | ansor untuned (ms) | ansor tuned (ms) | onnxruntime (ms) | PyTorch (ms) | tuned / onnxruntime "
+          "| tuned / PyTorch | executor overhead |", flush=True)
+    print("|---|---|---|---|---|---|---|---|", flush=True)
     for net in args.networks:
         load_graph(net)  # a bad name fails here, before any timing
-        res = compare_network(net, None, SYSTEMS, threads=args.threads, rounds=args.rounds, log=logs.get(net))
+        # with a log: the untuned network too, in the same alternation (before and after)
+        systems = ("ansor-untuned", *SYSTEMS) if net in logs else SYSTEMS
+        res = compare_network(net, None, systems, threads=args.threads, rounds=args.rounds, log=logs.get(net))
         ov = executor_overhead(net, args.threads, logs.get(net))
         res["executor"] = ov
         report["networks"][net] = res
-        ms = {s: (None if res[s]["seconds"] is None else res[s]["seconds"] * 1e3) for s in SYSTEMS}
+        ms = {s: (None if res[s]["seconds"] is None else res[s]["seconds"] * 1e3) for s in systems}
+        if net not in logs:  # the untuned network is the "ansor" run
+            ms["ansor-untuned"], ms["ansor"] = ms["ansor"], None
 
         def cell(s: str) -> str:
-            return f"{ms[s]:.2f}" if ms[s] is not None else f"- ({res[s].get('error', '?')[:60]})"
+            if ms[s] is not None:
+                return f"{ms[s]:.2f}"
+            return "-" if s not in res else f"- ({res[s].get('error', '?')[:60]})"
+
+        ours = ms["ansor"] or ms["ansor-untuned"]
 
         def ratio(s: str) -> str:
-            return f"{ms['ansor'] / ms[s]:.2f}x" if ms["ansor"] and ms[s] else "-"
+            return f"{ours / ms[s]:.2f}x" if ours and ms[s] else "-"
 
         over = (f"{ov['overhead'] * 1e6:.1f} us ({100 * ov['overhead_share']:.2f}%)"
                 if "overhead" in ov else ov.get("error", "-"))
-        tag = f"{net} (tuned: {os.path.basename(logs[net])})" if net in logs else f"{net} (untuned)"
-        print(f"| {tag} | {cell('ansor')} | {cell('onnxruntime')} | {cell('torch')} | {ratio('onnxruntime')} "
-              f"| {ratio('torch')} | {over} |", flush=True)
+        tag = f"{net} ({os.path.basename(logs[net])})" if net in logs else net
+        print(f"| {tag} | {cell('ansor-untuned')} | {cell('ansor')} | {cell('onnxruntime')} | {cell('torch')} "
+              f"| {ratio('onnxruntime')} | {ratio('torch')} | {over} |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
