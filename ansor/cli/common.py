@@ -45,3 +45,10 @@ def load_model(model: str, seq_len: int | None = None, image_size: int | None = 
         raise SystemExit(f"ansor network: unknown model {model!r}: not a zoo name "
                          f"({', '.join(networks.list_networks())}) nor a .onnx path")
     return networks.get(model, **kwargs)
+
+
+def print_table(rows) -> None:
+    """Rows of strings as a markdown-style table, columns padded to their widest cell."""
+    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+    for row in rows:
+        print("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")

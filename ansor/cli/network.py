@@ -15,7 +15,7 @@ import numpy as np
 from ansor import argtypes
 
 from . import network_tune
-from .common import load_model
+from .common import load_model, print_table
 from measure.runtime import num_threads
 
 
@@ -36,9 +36,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     rows = [("ID", "subgraph", "weight", "MFLOP", "share")]
     for i, (t, w) in enumerate(zip(tasks, weights)):
         rows.append((str(i), t.desc, str(w), f"{t.flop_count / 1e6:.2f}", f"{100 * t.flop_count * w / total:.1f}%"))
-    widths = [max(len(r[c]) for r in rows) for c in range(5)]
-    for r in rows:
-        print("| " + " | ".join(v.ljust(wd) for v, wd in zip(r, widths)) + " |")
+    print_table(rows)
     print(f"{len(tasks)} tasks, {sum(weights)} subgraphs, {total / 1e9:.3f} GFLOP per inference")
     return 0
 
@@ -88,9 +86,7 @@ def _compare(args: argparse.Namespace, threads: int) -> None:
             continue
         ratio = "" if ours is None or s == "ansor" else f"{r['seconds'] / ours:.2f}x"
         rows.append((s, f"{r['seconds'] * 1e3:.3f}", ratio))
-    widths = [max(len(row[c]) for row in rows) for c in range(3)]
-    for row in rows:
-        print("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")
+    print_table(rows)
     for m in missing:
         print(f"{m}: not installed (pip install -e '.[compare]')")
 

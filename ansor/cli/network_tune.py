@@ -17,6 +17,8 @@ import time
 
 from ansor import argtypes
 
+from .common import print_table
+
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``tune`` to the ``network`` subcommands."""
@@ -125,6 +127,4 @@ def _before_after(args: argparse.Namespace) -> None:
             continue
         ratio = "" if tuned is None or s == "ansor" else f"{r['seconds'] / tuned:.2f}x"
         rows.append((names[s], f"{r['seconds'] * 1e3:.3f}", ratio))
-    widths = [max(len(row[c]) for row in rows) for c in range(3)]
-    for row in rows:
-        print("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")
+    print_table(rows)
