@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from measure.builder import LocalBuilder
 from measure.local import measure_batch
-from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
+from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult, pooled_cost
 from measure.record import RecordFileError
 from measure.runner import LocalRunner
 
@@ -82,18 +82,16 @@ def sigint_deferred() -> Iterator[None]:
 
 
 class BestStates:
-    """The measured valid schedules, best first (ties: the earlier measurement first, as
-    ``best_record`` picks it), capped at ``BEST_STATES_KEPT``."""
+    """The measured valid schedules, best first by pooled cost (``pooled_cost``: the median over
+    a schedule's measurements; ties: the earlier measurement first, as ``best_record`` picks
+    it), capped at ``BEST_STATES_KEPT``. ``samples(state)`` is how often a state was measured."""
 
     def __init__(self) -> None:
         self._items: list[tuple[float, int, Any]] = []
+        self._samples: dict[str, list[float]] = {}  # canonical key -> mean cost of each record
         self._seq = 0
 
-    def add(self, cost: float, state: Any) -> bool:
-        """Add one; True if it is the new best."""
-        is_best = not self._items or cost < self._items[0][0]
-        self._seq += 1
-        item = (cost, self._seq, state)
+    def _insert(self, item: tuple[float, int, Any]) -> None:
         lo, hi = 0, len(self._items)
         while lo < hi:  # bisect on (cost, seq): states themselves do not compare
             mid = (lo + hi) // 2
@@ -102,8 +100,30 @@ class BestStates:
             else:
                 hi = mid
         self._items.insert(lo, item)
+        for _, _, dropped in self._items[BEST_STATES_KEPT:]:
+            self._samples.pop(dropped.canonical_key(), None)
         del self._items[BEST_STATES_KEPT:]
-        return is_best
+
+    def add(self, cost: float, state: Any) -> bool:
+        """Add one measurement of ``state``; True if it is (still, or now) the best. A state
+        already held gets the cost as one more sample and moves to its pooled cost."""
+        key = state.canonical_key()
+        held = self._samples.get(key)
+        if held is None:
+            is_best = not self._items or cost < self._items[0][0]
+            self._seq += 1
+            self._samples[key] = [cost]
+            self._insert((cost, self._seq, state))
+            return is_best and key in self._samples
+        held.append(cost)
+        pos = next(j for j, it in enumerate(self._items) if it[2].canonical_key() == key)
+        _, seq, st = self._items.pop(pos)
+        self._insert((pooled_cost(held), seq, st))
+        return bool(self._items) and self._items[0][2] is st
+
+    def samples(self, state: Any) -> int:
+        """How many measurements of ``state`` its pooled cost is over (0: not held)."""
+        return len(self._samples.get(state.canonical_key(), ()))
 
     @property
     def best(self) -> tuple[float, Any] | None:
@@ -130,6 +150,12 @@ class TaskStats:
         ``valid`` overrides ``is_valid(res)`` (a record knows its own validity)."""
         self.measured_keys.add(state.canonical_key())
         if is_valid(res) if valid is None else valid:
+            self.best.add(res.mean_cost, state)  # a state logged twice: its costs are pooled
+
+    def remeasure(self, state: Any, res: MeasureResult) -> None:
+        """One more measurement of a state measured before (confirming a best): pooled into its
+        cost, not a trial, and no improvement for early stopping."""
+        if is_valid(res):
             self.best.add(res.mean_cost, state)
 
     def book(self, state: Any | None, res: MeasureResult) -> bool:
@@ -204,13 +230,14 @@ class ProgramMeasurer:
     def commit(self, workload_key: str, inputs: Sequence[MeasureInput],
                results: Sequence[MeasureResult], states: Sequence[Any | None] | None = None,
                write: Recorder | None = None,
-               then: Callable[[], None] | None = None) -> str | None:
+               then: Callable[[], None] | None = None, remeasure: bool = False) -> str | None:
         """Log the batch, then book it (Ctrl-C deferred meanwhile). ``states``: the state each
         result belongs to (default: each input's; None for a candidate that never became a
         state, logged with a placeholder input). ``write`` replaces the measurer's recorder for
         this batch (a log with more per line). ``then`` runs after booking, still with Ctrl-C
-        held back: a caller's own bookkeeping of the batch. Returns why the run must stop when the log could
-        not take the batch, which is then abandoned (not booked), else None."""
+        held back: a caller's own bookkeeping of the batch. ``remeasure``: the batch measured
+        states again (``TaskStats.remeasure``: pooled, not trials). Returns why the run must stop
+        when the log could not take the batch, which is then abandoned (not booked), else None."""
         write = write if write is not None else self.recorder
         st = self.stats(workload_key)
         with sigint_deferred():
@@ -226,7 +253,9 @@ class ProgramMeasurer:
             if states is None:
                 states = [inp.state for inp in inputs]
             for state, res in zip(states, results):
-                if not st.book(state, res):
+                if remeasure:
+                    st.remeasure(state, res)
+                elif not st.book(state, res):
                     self.logger.debug("candidate failed: %s", st.last_error)
             if then is not None:
                 then()

@@ -13,7 +13,6 @@ with a ``RecordWarning`` naming the file and line.
 from __future__ import annotations
 
 import contextlib
-import heapq
 import json
 import os
 import shutil
@@ -23,7 +22,7 @@ from typing import Iterator
 
 from measure.builder import LocalBuilder
 from measure.checks import MAX_TIMEOUT_S, check_count, check_nonnegative, check_seconds
-from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, pooled_cost
 from measure.record import (LineWarner, RecordFileError, RecordLine, RecordToFile, RecordWarning,
                             iter_lines, target_summary)
 from measure.runner import LocalRunner
@@ -143,7 +142,7 @@ class DistillReport:
 
 def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = None,
             top_k: int = 1, *, in_place: bool = False) -> DistillReport:
-    """Write the ``top_k`` best valid records of every workload (per toolchain) that replay to
+    """Write the ``top_k`` best valid schedules of every workload (per toolchain) that replay to
     ``out_path``; the report says how many were written and what was dropped, and why.
 
     A record is kept only if its task can be rebuilt and its steps replay on it, so a record
@@ -151,7 +150,8 @@ def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = Non
     cannot rebuild (a registered workload whose module is not imported) are therefore dropped,
     with a warning. Only the records that would be kept are replayed. Lines are copied verbatim.
     Output order is stable: workloads in order of first appearance, each one's records by
-    ascending mean cost (earlier line first on ties).
+    ascending pooled cost (``pooled_cost``: a schedule measured several times keeps all its
+    lines, and ranks by their median; earlier line first on ties).
 
     ``out_path`` may not be the input (the same file under any name) unless ``in_place=True``,
     which writes over the input (``out_path`` then None or the input) after keeping the original
@@ -180,33 +180,39 @@ def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = Non
     warner = LineWarner(in_path)
     tasks = _Tasks(warner)
     n_valid = failed = unreplayable = unrebuildable = 0
-    # Per group, a max-heap (by negated cost, then negated line number) of the k best so far,
-    # each replayed when it enters: a record that does not replay never takes a place.
-    groups: dict[tuple[str, str], list[tuple[float, int, bytes]]] = {}
+    # Per (workload, toolchain), per schedule: its first line, its costs and every line of it.
+    groups: dict[tuple[str, str], dict[tuple, tuple[RecordLine, list[float], list[bytes]]]] = {}
     for line in iter_lines(in_path, warner):
         if not line.is_valid:
             failed += 1
             continue
         n_valid += 1
-        heap = groups.setdefault((line.workload_key, line.target_key), [])
-        item = (-line.result.mean_cost, -line.lineno, line.raw)
-        if len(heap) >= top_k and item <= heap[0]:
-            continue
-        task = tasks.get(line)
-        if task is None:
-            unrebuildable += 1
-            continue
-        if record_to_input(line, task, warner) is None:
-            unreplayable += 1
-            continue
-        if len(heap) < top_k:
-            heapq.heappush(heap, item)
-        else:
-            heapq.heapreplace(heap, item)
+        pool = groups.setdefault((line.workload_key, line.target_key), {}).setdefault(
+            line.steps, (line, [], []))
+        pool[1].append(line.result.mean_cost)
+        pool[2].append(line.raw)
+    # Best first by pooled cost; a schedule is replayed when it would take a place, and one that
+    # does not replay (or whose task cannot be rebuilt) never takes one.
+    chunks: list[bytes] = []
+    written = 0
+    for schedules in groups.values():
+        kept = 0
+        for first, samples, raws in sorted(schedules.values(),
+                                           key=lambda p: (pooled_cost(p[1]), p[0].lineno)):
+            if kept == top_k:
+                break
+            task = tasks.get(first)
+            if task is None:
+                unrebuildable += len(raws)
+                continue
+            if record_to_input(first, task, warner) is None:
+                unreplayable += len(raws)
+                continue
+            kept += 1
+            written += len(raws)
+            chunks += [raw + b"\n" for raw in raws]
     warner.finish()
-    written = sum(len(h) for h in groups.values())
-    data = b"".join(raw + b"\n" for heap in groups.values()
-                    for _, _, raw in sorted(heap, reverse=True))
+    data = b"".join(chunks)
     backup = None
     if in_place:
         backup = in_path + ".bak"
@@ -274,7 +280,8 @@ def _fsync_dir(path: str) -> None:
 
 @dataclass(frozen=True)
 class WorkloadSummary:
-    """One workload of a log: how many records, how many valid, the best mean cost."""
+    """One workload of a log: how many records, how many valid, the best pooled cost (a schedule
+    measured several times: the median of its records)."""
 
     workload_key: str
     desc: str
@@ -298,16 +305,15 @@ def summarize(path: str | os.PathLike) -> list[WorkloadSummary]:
         a = acc.get(line.workload_key)
         if a is None:
             a = acc[line.workload_key] = {"desc": task_desc(line.task), "n": 0, "valid": 0,
-                                          "best": None, "flop": line.flop, "targets": set()}
+                                          "pools": {}, "flop": line.flop, "targets": set()}
         a["n"] += 1
         a["targets"].add(line.target_key)
         if line.is_valid:
             a["valid"] += 1
-            c = line.result.mean_cost
-            if a["best"] is None or c < a["best"]:
-                a["best"] = c
-    return [WorkloadSummary(k, a["desc"], a["n"], a["valid"], a["best"], a["flop"],
-                            len(a["targets"])) for k, a in acc.items()]
+            a["pools"].setdefault(line.steps, []).append(line.result.mean_cost)
+    return [WorkloadSummary(k, a["desc"], a["n"], a["valid"],
+                            min(map(pooled_cost, a["pools"].values())) if a["pools"] else None,
+                            a["flop"], len(a["targets"])) for k, a in acc.items()]
 
 
 def error_summary(text: str, limit: int = 300) -> str:
@@ -359,19 +365,23 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
     run_timeout = check_seconds("verify_best run_timeout", run_timeout)
     path = os.fspath(path)
     warner = LineWarner(path)
-    best: dict[str, RecordLine] = {}
+    pools: dict[str, dict[tuple, tuple[RecordLine, list[float]]]] = {}
     for line in iter_lines(path, warner):
         if line.is_valid:
-            cur = best.get(line.workload_key)
-            if cur is None or line.result.mean_cost < cur.result.mean_cost:
-                best[line.workload_key] = line
+            pools.setdefault(line.workload_key, {}).setdefault(line.steps, (line, []))[1].append(
+                line.result.mean_cost)
+    best: dict[str, RecordLine] = {}
+    recorded_cost: dict[str, float] = {}
+    for wk, schedules in pools.items():
+        line, samples = min(schedules.values(), key=lambda p: (pooled_cost(p[1]), p[0].lineno))
+        best[wk], recorded_cost[wk] = line, pooled_cost(samples)
     here = target_summary()["key"]
     tasks = _Tasks(warner)
     rows: list[VerifyRow | None] = []
     inputs: list[MeasureInput] = []
     slots: list[int] = []
     for line in best.values():
-        desc, recorded = task_desc(line.task), line.result.mean_cost
+        desc, recorded = task_desc(line.task), recorded_cost[line.workload_key]
         same = line.target_key == here
         task = tasks.get(line)
         inp = None if task is None else record_to_input(line, task, warner)
@@ -391,7 +401,7 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
         for slot, inp, res in zip(slots, inputs, results):
             line = best[inp.task.workload_key]
             rows[slot] = VerifyRow(
-                task_desc(line.task), line.result.mean_cost, res.mean_cost if res.ok else None,
+                task_desc(line.task), recorded_cost[line.workload_key], res.mean_cost if res.ok else None,
                 "" if res.ok else f"{MeasureErrorNo(res.error_no).name}: "
                                   f"{error_summary(res.error_msg)}",
                 line.target_key == here)

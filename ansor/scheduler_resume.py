@@ -75,7 +75,11 @@ def restore_log(path: str, tasks: Sequence["SearchTask"], index: Mapping[str, in
         key = inp.state.canonical_key()
         stats = measurer.stats(line.workload_key)
         if key in stats.measured_keys:
-            continue  # the same schedule in both logs (or twice in one): counted once
+            # Measured again (a best confirmed, ``TaskScheduler(remeasure_best=...)``), or in both
+            # logs: one trial, every valid cost pooled into the state's.
+            if line.is_valid:
+                stats.remeasure(inp.state, line.result)
+            continue
         stats.add_resumed(inp.state, line.result, valid=line.is_valid)
         out.inputs.append(inp)
         out.results.append(line.result)

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Callable
 
 from compute.workload_registry import canonical_args, workload_desc
-from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, pooled_cost
 from measure.record import LineWarner, RecordLine, RecordWarning, iter_lines, target_summary
 
 if TYPE_CHECKING:
@@ -48,43 +48,54 @@ def record_to_input(line: RecordLine, task: "SearchTask",
 
 def find_best(path: str, workload_key: str, task_of: TaskOfLine, warner: LineWarner,
               target_key: str | None = None) -> tuple[MeasureInput, MeasureResult] | None:
-    """The valid record of ``workload_key`` with the lowest mean cost (the earliest on ties), its
-    steps replayed on ``task_of(line)``; None when there is none. ``warner`` is ``path``'s and
-    is finished here. This machine's records (or ``target_key``'s) come first; see
+    """The valid schedule of ``workload_key`` with the lowest pooled cost (``pooled_cost``: the
+    median over every record of the same steps; the earliest on ties), replayed on
+    ``task_of(line)``; None when there is none. A schedule measured more than once comes with a
+    ``MeasureResult`` whose one cost is the pooled one. ``warner`` is ``path``'s and is
+    finished here. This machine's records (or ``target_key``'s) come first; see
     ``ansor.records.best_record``, which documents the rule for users.
-    Streams, and replays only records that improve on the best so far.
+    Streams, keeping one line and the costs per schedule; replays only the winner (and, when a
+    record does not replay, the next one).
     """
     here = target_key if target_key is not None else target_summary()["key"]
-    # Index True: this machine's (or target_key's) records; False: every other toolchain's.
-    best: dict[bool, tuple[MeasureInput, MeasureResult, RecordLine]] = {}
+    # Index True: this machine's (or target_key's) schedules; False: every other toolchain's.
+    pools: dict[bool, dict[tuple, tuple[RecordLine, list[float]]]] = {True: {}, False: {}}
     for line in iter_lines(path, warner):
         if line.workload_key != workload_key or not line.is_valid:
             continue
         mine = line.target_key == here
-        if not mine and (target_key is not None or True in best):
-            continue  # another toolchain's: only a fallback, and not needed once one of ours is
-        cost = line.result.mean_cost
-        if mine in best and cost >= best[mine][1].mean_cost:
+        if not mine and target_key is not None:
             continue
-        task = task_of(line)
-        if task is None:
-            continue
-        inp = record_to_input(line, task, warner)
-        if inp is not None:
-            best[mine] = (inp, line.result, line)
+        pool = pools[mine].setdefault(line.steps, (line, []))
+        pool[1].append(line.result.mean_cost)
+    found: tuple[MeasureInput, MeasureResult, RecordLine] | None = None
+    mine = True
+    for mine in (True, False):
+        ranked = sorted(pools[mine].values(), key=lambda p: (pooled_cost(p[1]), p[0].lineno))
+        for line, samples in ranked:
+            task = task_of(line)
+            inp = None if task is None else record_to_input(line, task, warner)
+            if inp is None:
+                continue
+            res = line.result if len(samples) == 1 else MeasureResult(
+                (pooled_cost(samples),), int(MeasureErrorNo.NO_ERROR), "", line.result.all_cost,
+                line.result.timestamp)
+            found = (inp, res, line)
+            break
+        if found is not None:
+            break
     warner.finish()
-    if True in best:
-        return best[True][:2]
-    if False not in best:
+    if found is None:
         return None
-    inp, res, line = best[False]
-    ours = target_summary()
-    warnings.warn(
-        f"{path}: no valid record of {inp.task.desc} was measured on this machine "
-        f"({ours.get('cpu', '?')}, toolchain {here}); using the best of another's, line "
-        f"{line.lineno}, measured on {line.target.get('cpu', '?')} (toolchain "
-        f"{line.target_key or '?'}): it may not be the fastest schedule here", UserWarning,
-        stacklevel=3)
+    inp, res, line = found
+    if not mine:
+        ours = target_summary()
+        warnings.warn(
+            f"{path}: no valid record of {inp.task.desc} was measured on this machine "
+            f"({ours.get('cpu', '?')}, toolchain {here}); using the best of another's, line "
+            f"{line.lineno}, measured on {line.target.get('cpu', '?')} (toolchain "
+            f"{line.target_key or '?'}): it may not be the fastest schedule here", UserWarning,
+            stacklevel=3)
     return inp, res
 
 

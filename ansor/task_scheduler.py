@@ -55,7 +55,7 @@ from measure.runtime import check_num_threads
 
 from . import scheduler_policy as policy
 from .graph.untuned import untuned_schedule
-from .measurer import STOP_INTERRUPTED, ProgramMeasurer, is_valid
+from .measurer import STOP_INTERRUPTED, STOP_LOG_FAILED, ProgramMeasurer, is_valid
 from .scheduler_policy import NO_COST, GradientParams, TaskFilter, TaskState, similarity_tag
 from .scheduler_progress import (LogEstimatedLatency, PrintTableInfo, TaskSchedulerCallback,
                                  plot_latency_history, read_latency_history)
@@ -79,6 +79,11 @@ STOP_NOTHING = "no task to tune (all filtered out)"
 STOP_BUDGET_ALL = "trial budget reached"
 
 
+# The last pass confirms bests until none is left unconfirmed; each pass measures one best per
+# task, and a best that falls (a lucky window) hands over to the next, so a task may need a few.
+MAX_CONFIRM_PASSES = 24
+
+
 @dataclass(frozen=True)
 class SchedulerResult:
     """What ``TaskScheduler.tune`` did. Costs are seconds per call of one task (None: no valid
@@ -92,6 +97,7 @@ class SchedulerResult:
     estimated_latency: float | None
     wall_seconds: float
     rounds: int
+    remeasured: int = 0  # re-measurements of task bests (``remeasure_best``), not trials
 
     @property
     def interrupted(self) -> bool:
@@ -161,7 +167,10 @@ class TaskScheduler:
     without a valid schedule), e.g. the sum of several networks' latencies. ``seed`` makes the
     random tie-breaking reproducible (default: ``options.seed``). ``cost_model``: shared by every
     task (default: the learned ``LGBModel``). ``task_filter``: a ``TaskFilter``, a pattern string
-    or a predicate ``f(index, task) -> bool``."""
+    or a predicate ``f(index, task) -> bool``. ``remeasure_best``: how many measurements a
+    task's best needs before it is trusted - an unconfirmed best is measured again at the start
+    of each following round and in a last pass, and its cost is the median of its measurements
+    (``pooled_cost``); 1 trusts every single measurement."""
 
     def __init__(self, tasks: Sequence["SearchTask"], task_weights: Sequence[float] | None = None,
                  objective_func: Callable[[Sequence[float]], float] | None = None,
@@ -169,7 +178,7 @@ class TaskScheduler:
                  callbacks: Sequence[TaskSchedulerCallback] | None = None, alpha: float = 0.2,
                  beta: float = 2, backward_window_size: int = 3, seed: int | None = None,
                  task_filter: "TaskFilter | str | Callable[[int, SearchTask], bool] | None" = None,
-                 cost_model: CostModel | None = None):
+                 cost_model: CostModel | None = None, remeasure_best: int = 3):
         self.tasks = list(tasks)
         self._index = _task_index(self.tasks)
         self.weights = _task_weights(self.tasks, task_weights)
@@ -189,6 +198,10 @@ class TaskScheduler:
                                 f"got {type(cb).__name__}")
         self.task_filter = _task_filter(task_filter)
         self.cost_model = cost_model
+        if isinstance(remeasure_best, bool) or not isinstance(remeasure_best, int) or remeasure_best < 1:
+            raise ValueError(f"TaskScheduler remeasure_best must be an integer >= 1, got {remeasure_best!r}")
+        self.remeasure_best = remeasure_best
+        self.remeasured = 0
 
         self.flops = [float(t.flop_count or 0.0) for t in self.tasks]
         self.tags = [similarity_tag(t) for t in self.tasks]
@@ -316,6 +329,47 @@ class TaskScheduler:
                                                  verbose=max(0, opts.verbose - 1))
         return p
 
+    # ---- confirming bests ----------------------------------------------------------------------
+    def unconfirmed(self) -> list[int]:
+        """The tuned tasks whose best has fewer than ``remeasure_best`` measurements."""
+        assert self.measurer is not None
+        out = []
+        for i in self.tuned_tasks():
+            best = self.measurer.stats(self.tasks[i].workload_key).best
+            b = best.best
+            if b is not None and best.samples(b[1]) < self.remeasure_best:
+                out.append(i)
+        return out
+
+    def _confirm(self) -> str | None:
+        """Measure every unconfirmed best once more, in one batch (its samples are then taken
+        seconds apart, one per round, not back to back in one lucky window); logged like any
+        measurement, pooled, not trials. Returns why the run must stop, else None."""
+        assert self.measurer is not None
+        which = self.unconfirmed()
+        if not which:
+            return None
+        inputs = [MeasureInput(self.tasks[i], self.measurer.stats(self.tasks[i].workload_key).best.best[1])
+                  for i in which]
+        results = self.measurer.measure(inputs)
+        for i, inp, res in zip(which, inputs, results):
+            stop = self.measurer.commit(self.tasks[i].workload_key, [inp], [res], remeasure=True)
+            if stop is not None:
+                return stop
+            self.remeasured += 1
+        return None
+
+    def _confirm_all(self) -> str | None:
+        """The last pass: confirm until every task's best is confirmed (a best that falls is
+        replaced by the next, which is then confirmed), at most a few passes."""
+        for _ in range(MAX_CONFIRM_PASSES):
+            if not self.unconfirmed():
+                return None
+            stop = self._confirm()
+            if stop:
+                return stop
+        return None
+
     # ---- one round -----------------------------------------------------------------------------
     def _round(self, i: int, n: int) -> str | None:
         """Tune task i for one round of up to n candidates; returns why the whole run must stop
@@ -406,7 +460,7 @@ class TaskScheduler:
             best_costs=[self.best_cost(i) for i in range(len(self.tasks))],
             task_trials=[self.task_trials(i) for i in range(len(self.tasks))],
             estimated_latency=self.estimated_latency(), rounds=self.rounds_done,
-            wall_seconds=time.monotonic() - self.t_start)
+            wall_seconds=time.monotonic() - self.t_start, remeasured=self.remeasured)
         self.stop_reason = stop
         for cb in self.callbacks:
             cb.finish(self)
@@ -422,6 +476,17 @@ class TaskScheduler:
         return max(1, min(opts.num_measures_per_round, opts.num_measure_trials // n_tasks))
 
     def _run(self, log_path: str | None) -> str:
+        stop = self._tune_rounds(log_path)
+        if stop in (STOP_INTERRUPTED,) or stop.startswith(STOP_LOG_FAILED):
+            return stop
+        n0 = self.remeasured
+        why = self._confirm_all()
+        if self.remeasured > n0:
+            self._say(f"confirmed the tasks' best schedules: {self.remeasured - n0} "
+                      f"re-measurement(s); {self.remeasured} in this run")
+        return why or stop
+
+    def _tune_rounds(self, log_path: str | None) -> str:
         opts = self.options
         assert opts is not None
         paths = resume_paths(self.load_log_file, log_path)
@@ -461,12 +526,16 @@ class TaskScheduler:
             if self.trials >= budget:
                 return STOP_BUDGET_ALL
             if self.state[i].rounds == 0:
-                stop = one(i)
+                stop = self._confirm() or one(i)
                 if stop:
                     return stop
         while True:
             if self.trials >= budget:
                 return STOP_BUDGET_ALL
+            # Bests of earlier rounds measured again before the pick, which reads them.
+            stop = self._confirm()
+            if stop:
+                return stop
             score = self.estimated_latency()
             if score is not None:
                 if best_score is None or score < best_score:

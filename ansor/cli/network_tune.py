@@ -39,6 +39,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     q.add_argument("--early-stopping", type=argtypes.count(1), default=None, metavar="T",
                    help="a task retires after T trials without improvement")
     q.add_argument("--seed", type=argtypes.seed, default=None, help="random seed")
+    q.add_argument("--remeasure-best", type=argtypes.count(1), default=3, metavar="K",
+                   help="measurements a task's best needs before it is trusted: an unconfirmed best "
+                        "is measured again in later rounds and its cost is the median (default 3; "
+                        "1: trust single measurements)")
     q.add_argument("--population", type=argtypes.count(16), default=None, metavar="N",
                    help="search population per round (default 2048, as Ansor; smaller is faster)")
     q.add_argument("--rounds", type=argtypes.count(0), default=3,
@@ -72,6 +76,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         flt = TaskFilter(pattern=args.tasks, min_share=args.min_share) \
             if args.tasks is not None or args.min_share else None
         sched = TaskScheduler(tasks, weights, strategy=args.strategy, seed=args.seed, task_filter=flt,
+                              remeasure_best=args.remeasure_best,
                               callbacks=[PrintTableInfo(), LogEstimatedLatency(history)])
         params = None if args.population is None else SearchParams(population_size=args.population)
         opts = TuningOptions(num_measure_trials=args.trials, num_measures_per_round=args.per_round,
