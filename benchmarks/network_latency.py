@@ -9,9 +9,13 @@ the same alternation; the ratio columns are for the tuned one (the untuned one w
 The executor's own overhead per inference (``lib.benchmark``: the network with every kernel
 replaced by an empty function) is measured once per network.
 
+With ``--plot OUT.png`` (matplotlib), one panel per network: the estimated latency against trials
+from ``LOG.latency.tsv`` (the tuner's history, if the log has one) beside the measured latency of
+every system.
+
 Usage:
   python benchmarks/network_latency.py [--networks resnet-50 mobilenet-v2 bert-base-layer]
-      [--threads 2] [--rounds 5] [--log NAME=LOG ...] [--json OUT]
+      [--threads 2] [--rounds 5] [--log NAME=LOG ...] [--json OUT] [--plot OUT.png]
 """
 from __future__ import annotations
 
@@ -48,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log", action="append", default=[], metavar="NAME=LOG",
                     help="tuning records for a network (its schedules; the rest untuned)")
     ap.add_argument("--json", default=None, help="write the figures here")
+    ap.add_argument("--plot", default=None, help="the estimated latency history beside the measured figures")
     args = ap.parse_args(argv)
     logs = dict(item.split("=", 1) for item in args.log)
     report = {"machine": machine_info(), "threads": args.threads, "rounds": args.rounds, "networks": {}}
@@ -86,7 +91,45 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
+    if args.plot:
+        plot(report, logs, args.plot)
     return 0
+
+
+_STYLE = {"ansor": ("ours tuned, measured", "-", "C0"), "ansor-untuned": ("ours untuned", ":", "grey"),
+          "onnxruntime": ("onnxruntime", "--", "C1"), "torch": ("PyTorch eager", "-.", "C3")}
+
+
+def plot(report: dict, logs: dict, out: str) -> None:
+    """One panel per network: the estimated latency history and each system's measured latency."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return
+    from ansor.scheduler_progress import read_latency_history
+
+    nets = list(report["networks"])
+    fig, axes = plt.subplots(1, len(nets), figsize=(4 * len(nets), 3.3), squeeze=False)
+    for ax, net in zip(axes[0], nets):
+        res = report["networks"][net]
+        hist_path = logs.get(net, "") + ".latency.tsv"
+        if net in logs and os.path.isfile(hist_path):
+            rows = [r for r in read_latency_history(hist_path)
+                    if r["estimated_latency_ms"] == r["estimated_latency_ms"]]
+            ax.plot([r["trials"] for r in rows], [r["estimated_latency_ms"] for r in rows], "-",
+                    color="C2", label="ours: estimated (sum of tasks)")
+        for system, (label, style, color) in _STYLE.items():
+            sec = res.get(system, {}).get("seconds")
+            if sec:
+                ax.axhline(sec * 1e3, linestyle=style, color=color, label=label)
+        ax.set(title=net, xlabel="trials", ylabel="ms per inference", ylim=(0, None))
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ trial budget (e.g. gradient and round-robin, two seeds each). For each run:
   ``LOG.latency.tsv`` history the tuner wrote;
 * the measured latency at checkpoints: the network compiled from the log's first T trials (with
   the re-measurements of bests made before trial T+1; at the last checkpoint, the whole log),
-  exported once, then loaded and timed in a fresh process (``NetworkModule.benchmark``). At each
-  checkpoint the runs alternate over ``--rounds`` rounds; the figure is the median.
+  exported once, then loaded and timed in a fresh process (``NetworkModule.benchmark``). Each
+  round times every run at every checkpoint once; the figure is the median over ``--rounds``.
 
 Usage:
   python benchmarks/scheduler_curves.py --network resnet-18 \\
@@ -87,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
             modules[(name, t)] = str(mod.export(os.path.join(tmp, f"{name}-{t}")))
             print(f"compiled {name} at {t} trials", flush=True)
     measured: dict[str, dict[int, list[float]]] = {n: {t: [] for t in checkpoints} for n in runs}
-    for t in checkpoints:
-        for _ in range(args.rounds):
+    # Rounds outermost: every (run, checkpoint) is timed once per round, so a drift of the
+    # machine's speed over the minutes this takes lands on all of them alike.
+    for _ in range(args.rounds):
+        for t in checkpoints:
             for name in runs:
                 r = run_fresh(["-c", _TIME, modules[(name, t)]], args.threads, env=worker_env())
                 if "error" in r:
