@@ -208,7 +208,8 @@ def test_progress_table_and_history_file(tmp_path, capsys):
     assert "| ID | task               | latency (ms) | GFLOPS | trials |" in out
     assert "| 0  | matmul(16, 16, 16) |" in out
     assert "estimated total latency: - (3 task(s) without a valid schedule) | trials: 0/32" in out
-    assert "trials: 32/32 | elapsed:" in out and "| next task: " in out and "ETA: " in out
+    assert "trials: 32/32 | bests re-measured: " in out and "| elapsed: " in out
+    assert "| next task: " in out and "ETA: " in out
     assert out.rstrip().endswith("tuning finished: trial budget reached")
     rows = read_latency_history(hist)
     assert [int(x["round"]) for x in rows] == [1, 2, 3, 4]
