@@ -114,7 +114,7 @@ class BestStates:
             self._seq += 1
             self._samples[key] = [cost]
             self._insert((cost, self._seq, state))
-            return is_best and key in self._samples
+            return is_best
         held.append(cost)
         pos = next(j for j, it in enumerate(self._items) if it[2].canonical_key() == key)
         _, seq, st = self._items.pop(pos)

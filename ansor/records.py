@@ -6,8 +6,9 @@ record and whose state is replayed from the recorded steps. It sits in ``ansor``
 class does (``measure`` must not import upward).
 
 Everything streams: a log of millions of lines is read line by line, tasks are rebuilt once per
-workload (cached by workload key) and ``best_record`` replays only records that beat the best so
-far. Lines that are corrupt, truncated, name an unregistered workload or do not replay are skipped
+workload (cached by workload key) and ``best_record`` keeps one line and the costs per schedule
+and replays only the winner. A schedule logged several times (a best measured again) is one
+schedule at its pooled cost, the median of its records (``task_records.pool_schedules``). Lines that are corrupt, truncated, name an unregistered workload or do not replay are skipped
 with a ``RecordWarning`` naming the file and line.
 """
 from __future__ import annotations
@@ -22,13 +23,14 @@ from typing import Iterator
 
 from measure.builder import LocalBuilder
 from measure.checks import MAX_TIMEOUT_S, check_count, check_nonnegative, check_seconds
-from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, pooled_cost
+from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from measure.record import (LineWarner, RecordFileError, RecordLine, RecordToFile, RecordWarning,
                             iter_lines, target_summary)
 from measure.runner import LocalRunner
 
 from .search_task import SearchTask
-from .task_records import NoRecordError, describe_missing, find_best, record_to_input, task_desc
+from .task_records import (NoRecordError, describe_missing, find_best, pool_schedules, ranked,
+                           record_to_input, task_desc)
 
 __all__ = ["DistillReport", "NoRecordError", "RecordFileError", "RecordToFile", "RecordWarning",
            "VerifyRow", "WorkloadSummary", "best_record", "describe_missing", "distill",
@@ -97,7 +99,8 @@ def load_records(path: str | os.PathLike) -> Iterator[tuple[MeasureInput, Measur
 
 def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
                 target_key: str | None = None) -> tuple[MeasureInput, MeasureResult] | None:
-    """The valid record with the lowest mean cost for a workload (the earliest on ties), or None.
+    """The valid schedule with the lowest pooled cost for a workload (the median over its records;
+    the earliest on ties), or None.
 
     Given a task, the state is replayed on that task's DAG and the input carries that task; given a
     workload key, the task is rebuilt from the record. ``target_key`` restricts the search to
@@ -105,7 +108,7 @@ def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
     records come first, as for resuming: another CPU's fastest schedule need not be the fastest
     here. Only when the log holds none of this machine's is another's best returned, with a
     warning naming the CPU it was measured on.
-    Streams, and replays only records that improve on the best so far.
+    Streams, and replays only the winner.
     """
     path = os.fspath(path)
     warner = LineWarner(path)
@@ -180,37 +183,36 @@ def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = Non
     warner = LineWarner(in_path)
     tasks = _Tasks(warner)
     n_valid = failed = unreplayable = unrebuildable = 0
-    # Per (workload, toolchain), per schedule: its first line, its costs and every line of it.
-    groups: dict[tuple[str, str], dict[tuple, tuple[RecordLine, list[float], list[bytes]]]] = {}
-    for line in iter_lines(in_path, warner):
-        if not line.is_valid:
-            failed += 1
-            continue
-        n_valid += 1
-        pool = groups.setdefault((line.workload_key, line.target_key), {}).setdefault(
-            line.steps, (line, [], []))
-        pool[1].append(line.result.mean_cost)
-        pool[2].append(line.raw)
+    def counted(lines: Iterator[RecordLine]) -> Iterator[RecordLine]:
+        nonlocal n_valid, failed
+        for line in lines:
+            if line.is_valid:
+                n_valid += 1
+            else:
+                failed += 1
+            yield line
+
+    groups = pool_schedules(counted(iter_lines(in_path, warner)),
+                            lambda ln: (ln.workload_key, ln.target_key), keep_raw=True)
     # Best first by pooled cost; a schedule is replayed when it would take a place, and one that
     # does not replay (or whose task cannot be rebuilt) never takes one.
     chunks: list[bytes] = []
     written = 0
     for schedules in groups.values():
         kept = 0
-        for first, samples, raws in sorted(schedules.values(),
-                                           key=lambda p: (pooled_cost(p[1]), p[0].lineno)):
+        for sched in ranked(schedules):
             if kept == top_k:
                 break
-            task = tasks.get(first)
+            task = tasks.get(sched.first)
             if task is None:
-                unrebuildable += len(raws)
+                unrebuildable += len(sched.raws)
                 continue
-            if record_to_input(first, task, warner) is None:
-                unreplayable += len(raws)
+            if record_to_input(sched.first, task, warner) is None:
+                unreplayable += len(sched.raws)
                 continue
             kept += 1
-            written += len(raws)
-            chunks += [raw + b"\n" for raw in raws]
+            written += len(sched.raws)
+            chunks += [raw + b"\n" for raw in sched.raws]
     warner.finish()
     data = b"".join(chunks)
     backup = None
@@ -301,18 +303,21 @@ class WorkloadSummary:
 def summarize(path: str | os.PathLike) -> list[WorkloadSummary]:
     """Per workload, in order of first appearance (works without the workload functions)."""
     acc: dict[str, dict] = {}
-    for line in iter_lines(path):
-        a = acc.get(line.workload_key)
-        if a is None:
-            a = acc[line.workload_key] = {"desc": task_desc(line.task), "n": 0, "valid": 0,
-                                          "pools": {}, "flop": line.flop, "targets": set()}
-        a["n"] += 1
-        a["targets"].add(line.target_key)
-        if line.is_valid:
-            a["valid"] += 1
-            a["pools"].setdefault(line.steps, []).append(line.result.mean_cost)
+
+    def counted(lines: Iterator[RecordLine]) -> Iterator[RecordLine]:
+        for line in lines:
+            a = acc.get(line.workload_key)
+            if a is None:
+                a = acc[line.workload_key] = {"desc": task_desc(line.task), "n": 0, "valid": 0,
+                                              "flop": line.flop, "targets": set()}
+            a["n"] += 1
+            a["valid"] += line.is_valid
+            a["targets"].add(line.target_key)
+            yield line
+
+    pools = pool_schedules(counted(iter_lines(path)), lambda ln: ln.workload_key)
     return [WorkloadSummary(k, a["desc"], a["n"], a["valid"],
-                            min(map(pooled_cost, a["pools"].values())) if a["pools"] else None,
+                            ranked(pools[k])[0].cost if k in pools else None,
                             a["flop"], len(a["targets"])) for k, a in acc.items()]
 
 
@@ -365,16 +370,11 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
     run_timeout = check_seconds("verify_best run_timeout", run_timeout)
     path = os.fspath(path)
     warner = LineWarner(path)
-    pools: dict[str, dict[tuple, tuple[RecordLine, list[float]]]] = {}
-    for line in iter_lines(path, warner):
-        if line.is_valid:
-            pools.setdefault(line.workload_key, {}).setdefault(line.steps, (line, []))[1].append(
-                line.result.mean_cost)
     best: dict[str, RecordLine] = {}
     recorded_cost: dict[str, float] = {}
-    for wk, schedules in pools.items():
-        line, samples = min(schedules.values(), key=lambda p: (pooled_cost(p[1]), p[0].lineno))
-        best[wk], recorded_cost[wk] = line, pooled_cost(samples)
+    for wk, schedules in pool_schedules(iter_lines(path, warner), lambda ln: ln.workload_key).items():
+        top = ranked(schedules)[0]
+        best[wk], recorded_cost[wk] = top.first, top.cost
     here = target_summary()["key"]
     tasks = _Tasks(warner)
     rows: list[VerifyRow | None] = []

@@ -81,8 +81,7 @@ class PrintTableInfo(TaskSchedulerCallback):
         if s.trials and budget > s.trials:
             eta = format_duration(elapsed / s.trials * (budget - s.trials))
         restored = f" (+{s.restored} restored)" if s.restored else ""
-        n_re = getattr(s, "remeasured", 0)
-        remeasured = f" | bests re-measured: {n_re}" if n_re else ""
+        remeasured = f" | bests re-measured: {s.remeasured}" if s.remeasured else ""
         return (f"estimated total latency: {est_s} | trials: {s.trials}/{budget}{restored}"
                 f"{remeasured} | elapsed: {format_duration(elapsed)} | ETA: {eta}")
 

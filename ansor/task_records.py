@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import warnings
 from collections import Counter
-from typing import TYPE_CHECKING, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Hashable, Iterable
 
 from compute.workload_registry import canonical_args, workload_desc
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, pooled_cost
@@ -19,8 +20,8 @@ from measure.record import LineWarner, RecordLine, RecordWarning, iter_lines, ta
 if TYPE_CHECKING:
     from .search_task import SearchTask
 
-__all__ = ["NoRecordError", "best_of_task", "describe_missing", "find_best", "record_to_input",
-           "task_desc"]
+__all__ = ["NoRecordError", "Schedule", "best_of_task", "describe_missing", "find_best",
+           "pool_schedules", "ranked", "record_to_input", "task_desc"]
 
 # The task of a record line (None: skipped, the callee has said why).
 TaskOfLine = Callable[[RecordLine], "SearchTask | None"]
@@ -46,6 +47,49 @@ def record_to_input(line: RecordLine, task: "SearchTask",
     return MeasureInput(task, state)
 
 
+@dataclass
+class Schedule:
+    """One schedule's records in a log (lines of the same steps): its first line, the mean cost
+    of each valid record, and (when asked for) every line as written."""
+
+    first: RecordLine
+    costs: list[float] = field(default_factory=list)
+    raws: list[bytes] = field(default_factory=list)
+
+    @property
+    def cost(self) -> float:
+        """The pooled cost (``pooled_cost``: the median over its records)."""
+        return pooled_cost(self.costs)
+
+    def result(self) -> MeasureResult:
+        """The first line's result, or (measured more than once) one whose one cost is pooled."""
+        r = self.first.result
+        if len(self.costs) == 1:
+            return r
+        return MeasureResult((self.cost,), int(MeasureErrorNo.NO_ERROR), "", r.all_cost, r.timestamp)
+
+
+def pool_schedules(lines: Iterable[RecordLine], group: Callable[[RecordLine], Hashable],
+                   keep_raw: bool = False) -> dict[Hashable, dict[tuple, Schedule]]:
+    """The valid ``lines`` by ``group(line)`` (e.g. workload key), then by schedule (steps): the
+    one grouping every reader that picks a best uses, so that a schedule measured again counts
+    as one schedule at its pooled cost everywhere."""
+    out: dict[Hashable, dict[tuple, Schedule]] = {}
+    for line in lines:
+        if not line.is_valid:
+            continue
+        sched = out.setdefault(group(line), {}).setdefault(line.steps, Schedule(line))
+        sched.costs.append(line.result.mean_cost)
+        if keep_raw:
+            sched.raws.append(line.raw)
+    return out
+
+
+def ranked(schedules: dict[tuple, Schedule]) -> list[Schedule]:
+    """Best first: by pooled cost, then by the first line (the earlier measurement on ties)."""
+    return sorted(schedules.values(), key=lambda sc: (sc.cost, sc.first.lineno))
+
+
 def find_best(path: str, workload_key: str, task_of: TaskOfLine, warner: LineWarner,
               target_key: str | None = None) -> tuple[MeasureInput, MeasureResult] | None:
     """The valid schedule of ``workload_key`` with the lowest pooled cost (``pooled_cost``: the
@@ -58,30 +102,19 @@ def find_best(path: str, workload_key: str, task_of: TaskOfLine, warner: LineWar
     record does not replay, the next one).
     """
     here = target_key if target_key is not None else target_summary()["key"]
-    # Index True: this machine's (or target_key's) schedules; False: every other toolchain's.
-    pools: dict[bool, dict[tuple, tuple[RecordLine, list[float]]]] = {True: {}, False: {}}
-    for line in iter_lines(path, warner):
-        if line.workload_key != workload_key or not line.is_valid:
-            continue
-        mine = line.target_key == here
-        if not mine and target_key is not None:
-            continue
-        pool = pools[mine].setdefault(line.steps, (line, []))
-        pool[1].append(line.result.mean_cost)
+    # True: this machine's (or target_key's) schedules; False: every other toolchain's.
+    lines = (ln for ln in iter_lines(path, warner) if ln.workload_key == workload_key
+             and (target_key is None or ln.target_key == here))
+    pools = pool_schedules(lines, lambda ln: ln.target_key == here)
     found: tuple[MeasureInput, MeasureResult, RecordLine] | None = None
     mine = True
-    for mine in (True, False):
-        ranked = sorted(pools[mine].values(), key=lambda p: (pooled_cost(p[1]), p[0].lineno))
-        for line, samples in ranked:
-            task = task_of(line)
-            inp = None if task is None else record_to_input(line, task, warner)
-            if inp is None:
-                continue
-            res = line.result if len(samples) == 1 else MeasureResult(
-                (pooled_cost(samples),), int(MeasureErrorNo.NO_ERROR), "", line.result.all_cost,
-                line.result.timestamp)
-            found = (inp, res, line)
-            break
+    for mine in (True, False):  # another toolchain's only when none of ours replays
+        for sched in ranked(pools.get(mine, {})):
+            task = task_of(sched.first)
+            inp = None if task is None else record_to_input(sched.first, task, warner)
+            if inp is not None:
+                found = (inp, sched.result(), sched.first)
+                break
         if found is not None:
             break
     warner.finish()
