@@ -174,11 +174,15 @@ class State:
     def _do(self, step: "Step") -> "State":
         return step.apply(self)
 
-    def split(self, stage, iterator, lengths: Sequence[int], inner_to_outer: bool = True) -> "State":
+    def split(self, stage, iterator, lengths: Sequence[int], inner_to_outer: bool = True,
+              tail: str = "guard") -> "State":
+        """Split a loop; ``tail`` says how a partial last tile is handled when the lengths do not
+        divide the extent: "guard", "peel" or "shift" (``sketch.stage.SPLIT_TAILS``)."""
         sid = self.stage_index(stage)
         pos = self.stages[sid].position(iterator)
         ext = self.stages[sid].leaf_iters[pos].extent
-        return self._do(SplitStep(sid, pos, ext, tuple(int(x) for x in lengths), inner_to_outer))
+        return self._do(SplitStep(sid, pos, ext, tuple(int(x) for x in lengths), inner_to_outer,
+                                  tail))
 
     def follow_split(self, stage, iterator, src_step_id: int, n_split: int) -> "State":
         sid = self.stage_index(stage)

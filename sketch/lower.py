@@ -11,6 +11,9 @@ The steps, in order:
    reduce loop, and explicit guards wherever a non-divisible split or a clamped region would step
    outside the domain.
 4. *Auto-unroll*: the ``auto_unroll_max_step`` pragma marks small inner loop nests unrolled.
+5. *Peeling*: the guards of "peel" splits (and the region checks of stages computed inside a
+   peeling stage) are hoisted so full tiles run without tests (``loop_partition.py``). A "shift"
+   split has no guard: its last tile starts at ``extent - tile`` (``stage.iterator_values``).
 """
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ from compute import loop_ir as L
 from compute.tensor import ComputeOp, PlaceholderOp
 
 from .bound import const_upper, simplify, sym_bounds
-from .stage import InvalidStepError, iterator_extents, iterator_values
+from .loop_partition import partition_guards
+from .stage import InvalidStepError, SplitRel, iterator_extents, iterator_values
 
 if TYPE_CHECKING:
     # For annotations only: printing a State shows the extents lowering infers, so at run time
@@ -48,6 +52,7 @@ class _Ctx:
     region_checks: list[tuple[int, str, int]] = field(default_factory=list)  # (axis, cmp, bound)
     buffer: L.Buffer | None = None
     region_local: bool = False  # buffer holds only the region (indices minus root_min)
+    peels: bool = False  # a split of it (or of a stage it is computed in) has a non-guard tail
 
 
 def lower(state: State, name: str = "default_function") -> L.PrimFunc:
@@ -84,6 +89,7 @@ class _Lowering:
         self.producer_of = state.producer_map()
         self.ctx: dict[int, _Ctx] = {}
         self.var_range: dict[int, tuple[int, int]] = {}
+        self.peel_atoms: set[int] = set()  # guards partitioning may hoist (loop_partition.py)
 
     # ---- 1. inlining ------------------------------------------------------------------------------
     def _effective_bodies(self) -> None:
@@ -144,7 +150,11 @@ class _Lowering:
                 v = E.var(s.iters[lid].name)
                 c.leaf_var[lid] = v
                 self.var_range[id(v)] = (0, c.ext[lid] - 1)
-            values, guards = iterator_values(s, c.ext, c.leaf_var)
+            peel: list[E.Expr] = []
+            values, guards = iterator_values(s, c.ext, c.leaf_var, peel)
+            self.peel_atoms.update(id(g) for g in peel)
+            c.peels = any(isinstance(r, SplitRel) and r.tail != "guard" for r in s.relations) or (
+                s.compute_at == "iter" and self.ctx[s.attach[0]].peels)
             c.local_value = [values[d] for d in range(n_sp)]
             c.axis_value = [c.root_min[d] + values[d] for d in range(n_sp)]
             c.reduce_value = [values[n_sp + j] + a.lo for j, a in enumerate(op.reduce_axes)]
@@ -158,7 +168,10 @@ class _Lowering:
                         c.region_checks.append((d, "lt", op.shape[d]))
                     if lo_min < 0:
                         c.region_checks.append((d, "ge", 0))
-            c.guards += [E.compare(cmp, c.axis_value[d], b) for d, cmp, b in c.region_checks]
+            checks = [E.compare(cmp, c.axis_value[d], b) for d, cmp, b in c.region_checks]
+            if c.peels:
+                self.peel_atoms.update(id(g) for g in checks)
+            c.guards += checks
             c.buffer = self._param_for(k)
             if c.buffer is None:
                 if s.compute_at == "root":
@@ -342,12 +355,15 @@ class _Lowering:
                 leaf_vals[lid] = v
                 ann = it.annotation if it.annotation != "parallel" else "none"
                 loops.append((v, c.ext[lid], _KIND[ann]))
-        values, guards = iterator_values(s, c.ext, leaf_vals)
+        peel: list[E.Expr] = []
+        values, guards = iterator_values(s, c.ext, leaf_vals, peel)
         n_sp = len(s.op.axes)
         local = [values[d] for d in range(n_sp)]
         stmt: L.Stmt = L.Store(c.buffer, self._store_index(k, local),
                                E.reduce_identity(body.combiner, body.dtype))
-        conds = guards + [E.compare(cmp, c.root_min[d] + local[d], b) for d, cmp, b in c.region_checks]
+        checks = [E.compare(cmp, c.root_min[d] + local[d], b) for d, cmp, b in c.region_checks]
+        self.peel_atoms.update(id(g) for g in peel + (checks if c.peels else []))
+        conds = guards + checks
         stmt = self._guard(conds, stmt)
         for v, ext, kind in reversed(loops):
             stmt = L.For(v, ext, kind, stmt)
@@ -363,7 +379,7 @@ class _Lowering:
         self._bounds()
         parts = [self._emit(k) for k, s in enumerate(self.stages)
                  if s.compute_at == "root" and isinstance(s.op, ComputeOp)]
-        body = L.seq(*parts)
+        body = partition_guards(L.seq(*parts), self.peel_atoms)
         for b in reversed(self.temps):
             body = L.Allocate(b, body)
         return L.PrimFunc(self.name, tuple(self.params), body)

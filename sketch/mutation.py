@@ -17,6 +17,7 @@ then tries another parent.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Callable
 
 from .init_population import (UNROLL_PRAGMA, _default_params, compute_at_candidates, divisors,
@@ -87,7 +88,7 @@ def mutate_tile_size(state: State, rng: random.Random, params: "SearchParams | N
         parts[src] //= f
         parts[dst] *= f
         lengths = tuple(parts[1:]) if step.inner_to_outer else tuple(parts[:-1])
-        new = SplitStep(step.stage_id, step.iter_id, step.extent, lengths, step.inner_to_outer)
+        new = replace(step, lengths=lengths)
         return replay_edited(state, i, state.steps[:i] + (new,) + state.steps[i + 1:])
     raise InvalidStepError("no split whose tile sizes can change")
 
@@ -187,7 +188,7 @@ def _shift_positions(step: Step, sid: int, pivot: int, old_n: int, new_n: int) -
     if step.stage_id != sid:
         return step
     if isinstance(step, SplitStep):
-        return SplitStep(sid, pos(step.iter_id), step.extent, step.lengths, step.inner_to_outer)
+        return replace(step, iter_id=pos(step.iter_id))
     if isinstance(step, FollowSplitStep):
         return FollowSplitStep(sid, pos(step.iter_id), step.src_step_id, step.n_split)
     if isinstance(step, FollowFusedSplitStep):

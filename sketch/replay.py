@@ -15,6 +15,7 @@ Two callers need two readings of a step list, chosen by ``verbatim``:
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
 from compute.compute_dag import ComputeDAG
@@ -81,7 +82,7 @@ def _run(state: State, steps: Sequence[Step], start: int, trace: dict[int, State
             ext = _leaf_extent(state, step.stage_id, step.iter_id)
             lengths = split_lengths(ext, step) if split_lengths is not None else step.lengths
             if ext != step.extent or lengths != step.lengths:
-                step = SplitStep(step.stage_id, step.iter_id, ext, lengths, step.inner_to_outer)
+                step = replace(step, extent=ext, lengths=lengths)
         state = step.apply(state)
     # The replay that builds a state knows its prefix states; any trace of a state is as good
     # as another (each maps split indices to states holding exactly the steps before them).

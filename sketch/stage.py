@@ -16,6 +16,14 @@ from compute import expr as E
 from compute.tensor import ComputeOp, Operation, PlaceholderOp
 
 ANNOTATIONS = ("none", "parallel", "vectorize", "unroll")
+# How a split whose parts do not divide its extent handles the last, partial tile:
+# - "guard": every statement inside tests the index (the simplest code; slow inner loops);
+# - "peel": the same tests, but lowering hoists them out: a tile whose whole range is inside the
+#   extent runs a copy of the nest without them, only partial tiles test (loop_partition.py);
+# - "shift": the last tile is shifted inwards to end at the extent, so no test at all and a few
+#   points are computed twice; only for stages without a reduction (a recomputed point must be
+#   a plain write of the same value).
+SPLIT_TAILS = ("guard", "peel", "shift")
 
 
 class InvalidStepError(ValueError):
@@ -42,6 +50,7 @@ class SplitRel:
     children: tuple[int, ...]
     lengths: tuple[int, ...]  # the given lengths (inner parts if inner_to_outer, else outer parts)
     inner_to_outer: bool
+    tail: str = "guard"  # SPLIT_TAILS: how a non-divisible split handles its partial tile
 
 
 @dataclass(frozen=True)
@@ -164,14 +173,17 @@ def iterator_extents(stage: Stage, root_extents: Sequence[int]) -> list[int]:
     return ext
 
 
-def iterator_values(stage: Stage, extents: Sequence[int], leaf_values: dict[int, "object"]):
+def iterator_values(stage: Stage, extents: Sequence[int], leaf_values: dict[int, "object"],
+                    peel_guards: list | None = None):
     """Express iterators through the loops' values, walking split/fuse relations backwards.
 
     Returns ``(values, guards)``: ``values[i]`` for every iterator reachable from the given
     leaves, and the conditions that must hold for an iteration to be real. A split whose parts
     enumerate more values than the parent has (non-divisible) needs ``value < extent``, at every
     level, not only at the root: an inner part split again would otherwise overflow into the
-    next outer value and compute some points twice.
+    next outer value and compute some points twice. A "shift" split instead clamps its outermost
+    part's start (``min(outer*L, extent-L) + inner``, L the inner parts' product) and needs no
+    guard; the guards of "peel" splits are also appended to ``peel_guards`` when given.
     """
     values: dict[int, E.Expr] = dict(leaf_values)  # type: ignore[arg-type]
     cover: dict[int, int] = {i: extents[i] for i in values}
@@ -185,10 +197,24 @@ def iterator_values(stage: Stage, extents: Sequence[int], leaf_values: dict[int,
             for c in rel.children:
                 v = v * extents[c] + values[c]
                 top = top * extents[c] + (cover[c] - 1)
+            parent_ext = extents[rel.parent]
+            inner = math.prod(extents[c] for c in rel.children[1:])
+            if (top + 1 > parent_ext and rel.tail == "shift" and inner <= parent_ext
+                    and all(cover[c] == extents[c] for c in rel.children[1:])):
+                r: E.Expr = E.const(0)
+                for c in rel.children[1:]:
+                    r = r * extents[c] + values[c]
+                start = E.binary("min", values[rel.children[0]] * inner, parent_ext - inner)
+                values[rel.parent] = start + r
+                cover[rel.parent] = parent_ext
+                continue
             values[rel.parent] = v
             cover[rel.parent] = top + 1
-            if top + 1 > extents[rel.parent]:
-                guards.append(E.compare("lt", v, extents[rel.parent]))
+            if top + 1 > parent_ext:
+                g = E.compare("lt", v, parent_ext)
+                guards.append(g)
+                if peel_guards is not None and rel.tail != "guard":  # a shift too wide peels
+                    peel_guards.append(g)
         else:
             if rel.child not in values:
                 continue

@@ -18,7 +18,8 @@ from compute.tensor import ComputeOp
 
 # The cache and rfactor steps are re-exported here with the others (STEP_TYPES needs them).
 from .new_stage_steps import CacheReadStep, CacheWriteStep, RfactorStep
-from .stage import ANNOTATIONS, FuseRel, InvalidStepError, Iterator, SplitRel, split_extents
+from .stage import (ANNOTATIONS, SPLIT_TAILS, FuseRel, InvalidStepError, Iterator, SplitRel,
+                    split_extents)
 from .step_base import (Step, _check_not_target, _compute_stage, _leaf, _move_attachments, _prod,
                         _stage)
 
@@ -29,9 +30,16 @@ if TYPE_CHECKING:
 
 
 def _do_split(state: State, step: Step, sid: int, pos: int, lengths: tuple[int, ...],
-              inner_to_outer: bool) -> State:
+              inner_to_outer: bool, tail: str = "guard") -> State:
     st = _compute_stage(state, sid, "split")
     leaf_id, it = _leaf(st, pos)
+    if tail not in SPLIT_TAILS:
+        raise InvalidStepError(f"split of {it.name} in stage {st.name}: unknown tail strategy "
+                               f"{tail!r} (one of {', '.join(SPLIT_TAILS)})")
+    if tail == "shift" and isinstance(st.op, ComputeOp) and st.op.reduce_axes:
+        # A shifted tile computes some points twice; a reduction would accumulate them twice.
+        raise InvalidStepError(f"split of {it.name} in stage {st.name}: the shift tail strategy "
+                               "needs a stage without a reduction")
     if it.annotation != "none":
         raise InvalidStepError(f"cannot split {it.name} of stage {st.name}: it is annotated "
                                f"{it.annotation}; split before annotating")
@@ -48,7 +56,7 @@ def _do_split(state: State, step: Step, sid: int, pos: int, lengths: tuple[int, 
     children = tuple(range(base, base + len(exts)))
     new_iters = st.iters + tuple(Iterator(f"{it.name}.{k}", e, it.kind) for k, e in enumerate(exts))
     leaves = st.leaves[:pos] + children + st.leaves[pos + 1:]
-    rel = SplitRel(leaf_id, children, tuple(lengths), inner_to_outer)
+    rel = SplitRel(leaf_id, children, tuple(lengths), inner_to_outer, tail)
     stages = list(state.stages)
     stages[sid] = replace(st, iters=new_iters, leaves=leaves, relations=st.relations + (rel,))
     _move_attachments(stages, sid, (leaf_id,), children[-1])
@@ -59,7 +67,9 @@ def _do_split(state: State, step: Step, sid: int, pos: int, lengths: tuple[int, 
 class SplitStep(Step):
     """Split a loop into len(lengths)+1 loops. ``lengths`` are the inner parts (outer first) when
     ``inner_to_outer``, else the outer parts; the remaining part's extent is derived (rounded up:
-    a non-divisible split gets a guard)."""
+    a non-divisible split handles the partial tile by ``tail``, one of ``SPLIT_TAILS``: guard,
+    peel or shift; see ``stage.SPLIT_TAILS``). A "guard" split is written without the tail field,
+    as it was before tails existed, so older records read and write back unchanged."""
 
     tag: ClassVar[str] = "SP"
     stage_id: int
@@ -67,9 +77,26 @@ class SplitStep(Step):
     extent: int
     lengths: tuple[int, ...]
     inner_to_outer: bool = True
+    tail: str = "guard"
 
     def apply(self, state: State) -> State:
-        return _do_split(state, self, self.stage_id, self.iter_id, tuple(self.lengths), self.inner_to_outer)
+        return _do_split(state, self, self.stage_id, self.iter_id, tuple(self.lengths),
+                         self.inner_to_outer, self.tail)
+
+    def to_json(self) -> list:
+        out = super().to_json()
+        return out[:-1] if self.tail == "guard" else out
+
+
+def _follow_tail(src: Step | None, state: State, sid: int) -> str:
+    """A following split handles its tail like its source, except that a stage with a reduction
+    cannot shift: it peels instead (same speed for full tiles, a test only in partial ones)."""
+    tail = getattr(src, "tail", "guard") if isinstance(src, SplitStep) else "guard"
+    if tail == "shift":
+        st = state.stages[sid] if 0 <= sid < len(state.stages) else None
+        if st is not None and isinstance(st.op, ComputeOp) and st.op.reduce_axes:
+            return "peel"
+    return tail
 
 
 @dataclass(frozen=True)
@@ -95,7 +122,9 @@ class FollowSplitStep(Step):
         return head + (_prod(src.lengths[self.n_split - 1:]),)
 
     def apply(self, state: State) -> State:
-        return _do_split(state, self, self.stage_id, self.iter_id, self.lengths(state), True)
+        src = state.steps[self.src_step_id] if 0 <= self.src_step_id < len(state.steps) else None
+        tail = _follow_tail(src, state, self.stage_id)
+        return _do_split(state, self, self.stage_id, self.iter_id, self.lengths(state), True, tail)
 
 
 @dataclass(frozen=True)
@@ -122,8 +151,11 @@ class FollowFusedSplitStep(Step):
         return out
 
     def apply(self, state: State) -> State:
+        # A loop fused from several splits' parts peels if any of them treats its tail specially.
+        tail = "peel" if any(getattr(state.steps[s], "tail", "guard") != "guard"
+                             for s in self.src_step_ids) else "guard"
         return _do_split(state, self, self.stage_id, self.iter_id, (self.length(state),),
-                         self.factor_or_nparts)
+                         self.factor_or_nparts, tail)
 
 
 @dataclass(frozen=True)
@@ -326,8 +358,10 @@ def step_from_json(rec: list) -> Step:
         raise ValueError(f"unknown step record {rec!r}")
     cls = STEP_TYPES[rec[0]]
     fields = [f for f in cls.__dataclass_fields__ if f != "tag"]
-    if len(rec) - 1 != len(fields):
-        raise ValueError(f"step record {rec!r}: expected {len(fields)} fields for {rec[0]}")
+    optional = 1 if cls is SplitStep else 0  # the tail strategy, absent from "guard" splits
+    if not len(fields) - optional <= len(rec) - 1 <= len(fields):
+        counts = f"{len(fields) - optional} or {len(fields)}" if optional else f"{len(fields)}"
+        raise ValueError(f"step record {rec!r}: expected {counts} fields for {rec[0]}")
     vals = [tuple(v) if isinstance(v, list) else v for v in rec[1:]]
     for f, v in zip(fields, vals):
         ok = isinstance(v, (int, str, bool, tuple))

@@ -114,7 +114,7 @@ def _fill(sketch: State, params: SearchParams, hw: HardwareParams) -> State:
             inner = plan.spatial.get(it.name, plan.reduce.get(it.name, 1))
             lengths = ((1,) * (n - 1) + (inner,) if step.inner_to_outer
                        else (it.extent // inner,) + (1,) * (n - 1))
-            step = SplitStep(step.stage_id, step.iter_id, it.extent, lengths, step.inner_to_outer)
+            step = dataclasses.replace(step, extent=it.extent, lengths=lengths)
         elif isinstance(step, ReorderStep):
             step = _columns_first(state, step)
         state = step.apply(state)

@@ -96,7 +96,7 @@ def _line(task, state) -> dict:
     (lambda o: o["input"].update(task="matmul"), "input.task"),
     (lambda o: o["input"].update(steps={"SP": 1}), "steps must be a list"),
     (lambda o: o["input"]["steps"].append(["XX", 1, 2]), "unknown step"),
-    (lambda o: o["input"]["steps"].append(["SP", 2, 0, 17]), "expected 5 fields"),
+    (lambda o: o["input"]["steps"].append(["SP", 2, 0, 17]), "expected 5 or 6 fields"),
     (lambda o: o["input"]["steps"].append(["SP", {"a": 1}, 0, 17, [4], True]), "bad value|field"),
     (lambda o: o["input"]["steps"].append(["SP", 2, 0, 17, [[4]], True]), "field lengths"),
     (lambda o: o["input"]["steps"].append(["SP", 2, 0, 17, [4], 1]), "field inner_to_outer"),

@@ -11,6 +11,7 @@ import random
 from compute.tensor import ComputeOp
 from sketch.loop_state import InvalidStepError, State
 from sketch.transform_steps import SplitStep
+from sketch.stage import SPLIT_TAILS
 
 STEP_KINDS = ("split", "split", "split", "reorder", "fuse", "compute_at", "compute_at", "inline",
               "root", "cache_write", "cache_read", "rfactor", "annotate", "annotate", "pragma",
@@ -45,7 +46,9 @@ def random_step(s: State, rng: random.Random) -> State:
     n = len(st.leaves)
     if kind == "split":
         p = rng.randrange(n)
-        return s.split(sid, p, _lengths(rng, st.leaf_iters[p].extent), rng.random() < 0.8)
+        # Every tail strategy; "shift" on a reduction stage is refused (InvalidStepError).
+        return s.split(sid, p, _lengths(rng, st.leaf_iters[p].extent), rng.random() < 0.8,
+                       tail=rng.choice(SPLIT_TAILS))
     if kind == "reorder":
         order = list(range(n))
         rng.shuffle(order)
