@@ -4,7 +4,10 @@ A sketch fixes a schedule's structure but leaves its numbers open. Each function
 kind of number or annotation at random, State -> State, in Ansor's CPU order:
 
 1. ``fill_tile_sizes``: every placeholder split gets a factorisation of its extent drawn uniformly
-   from all factorisations whose innermost factor is at most ``max_innermost_split_factor``;
+   from all factorisations whose innermost factor is at most ``max_innermost_split_factor``, or,
+   with ``SearchParams.imperfect_split_prob`` (much more often for extents that are not a multiple
+   of the vector lanes, such as primes), tile sizes that need not divide it, drawn from sizes that
+   suit registers and vectors, with a tail strategy for the partial tile (``sample_split``);
 2. ``change_compute_location``: each movable stage goes to root, inline or a consumer's loop;
 3. ``annotate_parallel``: outer spatial loops of root stages are fused until they give every core
    enough work, then marked parallel;
@@ -185,21 +188,89 @@ def sample_split_lengths(extent: int, n_lengths: int, inner_to_outer: bool, max_
     return parts[1:] if inner_to_outer else parts[:-1]
 
 
+# Tile sizes an imperfect split draws from (besides multiples of the vector lanes): the register
+# tile rows and column blocks hand-written kernels use (6x16, 4x24, 14 ...), cache blocks.
+IMPERFECT_TILE_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64, 96,
+                        128, 192, 256)
+
+
+MAX_TAIL_WASTE = 0.25
+MAX_TAIL_DRAWS = 4
+
+
+def imperfect_prob(extent: int, params: "SearchParams") -> float:
+    """The chance a split of ``extent`` draws tiles that need not divide it: high for extents
+    whose exact factorisations are poor tiles (not a multiple of the vector lanes: 1000, 197, a
+    prime), low otherwise (1024 has good exact tiles; imperfect ones still find 6x16 kernels)."""
+    lanes = params.max_vector_lanes or 8
+    if extent <= lanes:
+        return 0.0  # one vector or less: nothing to gain from a partial tile
+    return params.imperfect_split_prob if extent % lanes == 0 else params.awkward_imperfect_split_prob
+
+
+def sample_imperfect_lengths(extent: int, n_lengths: int, max_innermost: int, lanes: int,
+                             rng: random.Random) -> tuple[int, ...]:
+    """Inner lengths (outer first) of a split into ``n_lengths + 1`` parts that need not divide
+    ``extent``: innermost first, each from IMPERFECT_TILE_SIZES and multiples of ``lanes``, their
+    product at most ``extent`` (the outer part is rounded up)."""
+    pool = sorted(set(IMPERFECT_TILE_SIZES) | {lanes * k for k in (1, 2, 3, 4, 6, 8)})
+    for _ in range(MAX_TAIL_DRAWS):
+        out: list[int] = []
+        prod = 1
+        for level in range(n_lengths):
+            cap = max_innermost if level == 0 else extent
+            options = [v for v in pool if v <= cap and prod * v <= extent]
+            v = options[rng.randrange(len(options))]
+            out.append(v)
+            prod *= v
+        # A tile whose rounded-up grid overshoots the extent by more than a quarter mostly
+        # tests (peel) or recomputes (shift): draw again, a few times.
+        if -(-extent // prod) * prod <= extent * (1 + MAX_TAIL_WASTE):
+            break
+    return tuple(reversed(out))
+
+
+def split_tail(state: State, stage_id: int, extent: int, lengths: Sequence[int],
+               rng: random.Random, params: "SearchParams") -> str:
+    """The tail strategy of a split with these lengths: "guard" when they divide the extent (the
+    code is as without tails), else "shift" (stages without a reduction, with
+    ``shift_tail_prob``) or "peel"."""
+    prod = 1
+    for x in lengths:
+        prod *= x
+    if extent % prod == 0:
+        return "guard"
+    op = state.stages[stage_id].op if 0 <= stage_id < len(state.stages) else None
+    pure = isinstance(op, ComputeOp) and not op.reduce_axes
+    return "shift" if pure and rng.random() < params.shift_tail_prob else "peel"
+
+
+def sample_split(state: State, step: SplitStep, extent: int, rng: random.Random,
+                 params: "SearchParams") -> tuple[tuple[int, ...], str]:
+    """Lengths and tail strategy for a placeholder split of ``extent`` (module docstring, 1)."""
+    cap = params.max_innermost_split_factor
+    n = len(step.lengths)
+    p = imperfect_prob(extent, params) if step.inner_to_outer else 0.0
+    if p > 0.0 and rng.random() < p:  # no draw at 0: the search is then exactly as before
+        lengths = sample_imperfect_lengths(extent, n, cap, params.max_vector_lanes or 8, rng)
+        return lengths, split_tail(state, step.stage_id, extent, lengths, rng, params)
+    return sample_split_lengths(extent, n, step.inner_to_outer, cap, rng), "guard"
+
+
 def fill_tile_sizes(state: State, rng: random.Random, params: "SearchParams | None" = None) -> State:
     """Choose the lengths of every placeholder split and replay (follow-splits follow)."""
     params = _default_params(params)
     steps = state.steps
     if not any(is_placeholder_split(s) for s in steps):
         return state
-    cap = params.max_innermost_split_factor
     first = next(i for i, s in enumerate(steps) if isinstance(s, SplitStep))
     # Everything before the first split is the same for every sample of this sketch.
     cur = state.memo(_BEFORE_FIRST_SPLIT, lambda s: replay(s.dag, s.steps[:first], verbatim=False))
 
-    def choose(extent: int, step: SplitStep) -> tuple[int, ...]:
+    def choose(extent: int, step: SplitStep, at: State) -> tuple[tuple[int, ...], str]:
         if not is_placeholder_split(step):
-            return step.lengths
-        return sample_split_lengths(extent, len(step.lengths), step.inner_to_outer, cap, rng)
+            return step.lengths, step.tail
+        return sample_split(at, step, extent, rng, params)
 
     return replay(state.dag, steps[first:], verbatim=False, base=cur, split_lengths=choose)
 

@@ -5,7 +5,9 @@ mutated state is exactly what its steps say (and what a record of it replays to)
 the CPU weights of Ansor (``SearchParams.mutate_*_weight``):
 
 - tile size (0.90): move a divisor factor from one level of a split to another, keeping the
-  innermost level within ``max_innermost_split_factor``; splits that follow it follow;
+  innermost level within ``max_innermost_split_factor``, or redraw one level from tile sizes
+  that need not divide the extent (with the split's ``imperfect_prob``; the tail strategy
+  follows); splits that follow it follow;
 - compute location (0.05): move a compute_at of an untiled stage to another loop of the same
   target stage;
 - auto-unroll (0.04): change an ``auto_unroll_max_step`` pragma's value;
@@ -20,10 +22,11 @@ import random
 from dataclasses import replace
 from typing import Callable
 
-from .init_population import (UNROLL_PRAGMA, _default_params, compute_at_candidates, divisors,
-                              is_tiled, needs_tiling)
+from .init_population import (IMPERFECT_TILE_SIZES, UNROLL_PRAGMA, _default_params,
+                              compute_at_candidates, divisors, imperfect_prob, is_tiled,
+                              needs_tiling, split_tail)
 from .loop_state import InvalidStepError, Memo, State
-from .replay import replay, replay_edited
+from .replay import TRACE, replay, replay_edited
 from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
                               FollowFusedSplitStep, FollowSplitStep, FuseStep, PragmaStep,
                               ReorderStep, RfactorStep, SplitStep, Step)
@@ -71,8 +74,33 @@ def _tile_candidates(state: State) -> list[int]:
             if isinstance(s, SplitStep) and s.extent > 1 and any(x > 1 for x in _split_parts(s)[0])]
 
 
+def _imperfect_move(state: State, i: int, step: SplitStep, rng: random.Random,
+                    params: SearchParams) -> SplitStep | None:
+    """``step`` with one level's length redrawn from the imperfect tile sizes (their product at
+    most the extent, need not divide it) and the tail strategy that goes with the new lengths."""
+    cap = params.max_innermost_split_factor
+    lanes = params.max_vector_lanes or 8
+    pool = sorted(set(IMPERFECT_TILE_SIZES) | {lanes * k for k in (1, 2, 3, 4, 6, 8)})
+    n = len(step.lengths)
+    level = rng.randrange(n)
+    rest = 1
+    for k, x in enumerate(step.lengths):
+        if k != level:
+            rest *= x
+    options = [v for v in pool if v != step.lengths[level] and rest * v <= step.extent
+               and (level != n - 1 or v <= cap)]
+    if not options:
+        return None
+    lengths = step.lengths[:level] + (options[rng.randrange(len(options))],) + step.lengths[level + 1:]
+    trace = state.memoized(TRACE) or {}
+    at = trace.get(i, state)  # the state the split applies to (its stage ids)
+    return replace(step, lengths=lengths,
+                   tail=split_tail(at, step.stage_id, step.extent, lengths, rng, params))
+
+
 def mutate_tile_size(state: State, rng: random.Random, params: "SearchParams | None" = None) -> State:
-    """Move one random factor between two levels of one random split."""
+    """Move one random factor between two levels of one random split, or (with the split's
+    ``imperfect_prob``) give one level a length that need not divide the extent."""
     params = _default_params(params)
     cap = params.max_innermost_split_factor
     cands = _tile_candidates(state)
@@ -80,6 +108,11 @@ def mutate_tile_size(state: State, rng: random.Random, params: "SearchParams | N
     for i in cands:
         step = state.steps[i]
         assert isinstance(step, SplitStep)
+        p = imperfect_prob(step.extent, params) if step.inner_to_outer else 0.0
+        if p > 0.0 and rng.random() < p:
+            new = _imperfect_move(state, i, step, rng, params)
+            if new is not None:
+                return replay_edited(state, i, state.steps[:i] + (new,) + state.steps[i + 1:])
         moves = _tile_moves(step, cap)
         if not moves:
             continue

@@ -26,7 +26,8 @@ from .transform_steps import SplitStep, Step
 # split step index -> the state just before that split (see the module docstring)
 TRACE: Memo[dict[int, State]] = Memo("replay.trace")
 
-SplitLengths = Callable[[int, SplitStep], "tuple[int, ...]"]
+# (extent the split sees, the step, the state it applies to) -> (lengths, tail strategy)
+SplitLengths = Callable[[int, SplitStep, State], "tuple[tuple[int, ...], str]"]
 
 
 def replay(dag: ComputeDAG, steps: Iterable[Step], *, verbatim: bool = True,
@@ -35,8 +36,8 @@ def replay(dag: ComputeDAG, steps: Iterable[Step], *, verbatim: bool = True,
 
     ``verbatim`` chooses the reading (module docstring). The other options need
     ``verbatim=False``: ``base`` is a state built by such a replay whose steps come first,
-    ``split_lengths(extent, step)`` chooses the lengths of every split from the extent it sees
-    (tile-size filling; return ``step.lengths`` to keep them)."""
+    ``split_lengths(extent, step, state)`` chooses the lengths and tail strategy of every split
+    from the extent it sees (tile-size filling; return ``step.lengths, step.tail`` to keep them)."""
     steps = tuple(steps)
     if verbatim:
         if base is not None or split_lengths is not None:
@@ -80,9 +81,10 @@ def _run(state: State, steps: Sequence[Step], start: int, trace: dict[int, State
         if isinstance(step, SplitStep):
             trace[i] = state
             ext = _leaf_extent(state, step.stage_id, step.iter_id)
-            lengths = split_lengths(ext, step) if split_lengths is not None else step.lengths
-            if ext != step.extent or lengths != step.lengths:
-                step = replace(step, extent=ext, lengths=lengths)
+            lengths, tail = (split_lengths(ext, step, state) if split_lengths is not None
+                             else (step.lengths, step.tail))
+            if ext != step.extent or lengths != step.lengths or tail != step.tail:
+                step = replace(step, extent=ext, lengths=lengths, tail=tail)
         state = step.apply(state)
     # The replay that builds a state knows its prefix states; any trace of a state is as good
     # as another (each maps split indices to states holding exactly the steps before them).

@@ -38,6 +38,11 @@ class SearchParams:
     init_max_attempts_factor: int = 4  # sampling gives up after population * this attempts
     # -- random annotation --
     max_innermost_split_factor: int = 64  # largest innermost tile factor
+    # Tiles that need not divide the extent (issue 18): the chance a split draws them, for extents
+    # that are a multiple of the vector lanes and for the others (primes, 1000, 197, ...).
+    imperfect_split_prob: float = 0.1
+    awkward_imperfect_split_prob: float = 0.75
+    shift_tail_prob: float = 0.5  # a stage without reduction: shift its partial tile (else peel)
     max_vector_lanes: int | None = None  # SIMD lanes of one register; None = the machine's
     max_vector_registers: int = 2  # a vectorized loop may span this many registers (8x32 tiles: 2 zmm)
     auto_unroll_steps: tuple[int, ...] = (0, 16, 64, 512)  # auto_unroll_max_step choices
@@ -52,7 +57,8 @@ class SearchParams:
     def __post_init__(self) -> None:
         if self.population_size < 1 or self.num_generations < 0:
             raise ValueError("population_size must be >= 1 and num_generations >= 0")
-        for name in ("mutation_prob", "eps_greedy", "use_measured_ratio"):
+        for name in ("mutation_prob", "eps_greedy", "use_measured_ratio", "imperfect_split_prob",
+                     "awkward_imperfect_split_prob", "shift_tail_prob"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"SearchParams.{name} must be in [0, 1], got {v}")

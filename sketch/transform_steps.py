@@ -89,14 +89,15 @@ class SplitStep(Step):
 
 
 def _follow_tail(src: Step | None, state: State, sid: int) -> str:
-    """A following split handles its tail like its source, except that a stage with a reduction
-    cannot shift: it peels instead (same speed for full tiles, a test only in partial ones)."""
+    """A following split of a source with a special tail shifts when its stage has no reduction
+    (typically the consumer a cache_write stage is computed in: its shifted tiles leave no test
+    at all, in it or in the stage computed inside), else peels; a "guard" source gives "guard"."""
     tail = getattr(src, "tail", "guard") if isinstance(src, SplitStep) else "guard"
-    if tail == "shift":
-        st = state.stages[sid] if 0 <= sid < len(state.stages) else None
-        if st is not None and isinstance(st.op, ComputeOp) and st.op.reduce_axes:
-            return "peel"
-    return tail
+    if tail == "guard":
+        return tail
+    st = state.stages[sid] if 0 <= sid < len(state.stages) else None
+    pure = st is not None and isinstance(st.op, ComputeOp) and not st.op.reduce_axes
+    return "shift" if pure else "peel"
 
 
 @dataclass(frozen=True)

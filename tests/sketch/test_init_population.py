@@ -133,7 +133,9 @@ def test_fill_tile_sizes_fills_every_placeholder_within_the_cap():
             splits = [st for st in s.steps if isinstance(st, SplitStep)]
             assert len(splits) == n_placeholders
             for sp in splits:
-                assert sp.extent % math.prod(sp.lengths) == 0  # an exact factorisation
+                # An exact factorisation, or tiles that need not divide with a tail strategy.
+                assert sp.extent % math.prod(sp.lengths) == 0 or sp.tail in ("peel", "shift")
+                assert sp.extent % math.prod(sp.lengths) != 0 or sp.tail == "guard"
                 assert sp.lengths[-1] <= 4
                 seen.add(sp.lengths)
             for st in s.steps:
@@ -252,3 +254,33 @@ def test_states_from_the_sketch_rules_lower_and_run():
         assert pop
         for s in pop:
             check_runs(s, dag, f"{name} (generated sketches)")
+
+
+def test_prime_extents_get_imperfect_tiles_and_powers_of_two_mostly_exact_ones():
+    params = SearchParams(num_cores=2, max_vector_lanes=8)
+    for extent, lo, hi in ((1031, 0.6, 0.9), (1024, 0.0, 0.2)):
+        dag = ansor.ComputeDAG(W.matmul(extent, extent, extent))
+        rng = random.Random(0)
+        n = imperfect = 0
+        for sketch in hand_sketches(dag):
+            for _ in range(40):
+                s = fill_tile_sizes(sketch, rng, params)
+                for sp in s.steps:
+                    if isinstance(sp, SplitStep) and len(sp.lengths) == 3:
+                        n += 1
+                        imperfect += sp.extent % math.prod(sp.lengths) != 0
+                        assert math.prod(sp.lengths) <= sp.extent
+        assert lo <= imperfect / n <= hi, (extent, imperfect / n)
+
+
+def test_without_imperfect_tiles_every_split_is_an_exact_factorisation():
+    params = SearchParams(num_cores=2, max_vector_lanes=8, imperfect_split_prob=0.0,
+                          awkward_imperfect_split_prob=0.0)
+    dag = ansor.ComputeDAG(W.matmul(31, 17, 97))
+    rng = random.Random(0)
+    for sketch in hand_sketches(dag):
+        for _ in range(20):
+            s = fill_tile_sizes(sketch, rng, params)
+            for sp in s.steps:
+                if isinstance(sp, SplitStep):
+                    assert sp.extent % math.prod(sp.lengths) == 0 and sp.tail == "guard"

@@ -20,9 +20,9 @@ from tests.sketch.test_init_population import check_runs, hand_sketches, make_da
 PARAMS = SearchParams(population_size=64, num_cores=2).with_hardware(host_hardware_params())
 
 
-def _population(name: str, n: int = 8, seed: int = 0):
+def _population(name: str, n: int = 8, seed: int = 0, params: SearchParams = PARAMS):
     dag = make_dag(name)
-    return dag, sample_initial_population(hand_sketches(dag), n, random.Random(seed), PARAMS)
+    return dag, sample_initial_population(hand_sketches(dag), n, random.Random(seed), params)
 
 
 def _diff(a, b) -> list[int]:
@@ -31,8 +31,9 @@ def _diff(a, b) -> list[int]:
 
 
 def test_tile_size_mutation_moves_one_factor_within_one_split():
-    dag, pop = _population("matmul", 10)
-    params = SearchParams(max_innermost_split_factor=8, num_cores=2).with_hardware(host_hardware_params())
+    params = SearchParams(max_innermost_split_factor=8, num_cores=2, imperfect_split_prob=0.0,
+                          awkward_imperfect_split_prob=0.0).with_hardware(host_hardware_params())
+    dag, pop = _population("matmul", 10, params=params)
     rng = random.Random(1)
     for parent in pop:
         for _ in range(10):
@@ -48,6 +49,30 @@ def test_tile_size_mutation_moves_one_factor_within_one_split():
             if new.lengths[-1] > old.lengths[-1]:
                 assert new.lengths[-1] <= 8  # the cap holds for a factor moved inwards
             assert lowers(child)
+
+
+def test_tile_size_mutation_on_a_prime_extent_draws_imperfect_tiles_with_a_tail():
+    import ansor
+    from compute.ops import workloads as W
+    dag = ansor.ComputeDAG(W.matmul(31, 17, 97))
+    params = SearchParams(num_cores=2, max_vector_lanes=8, awkward_imperfect_split_prob=1.0)
+    pop = sample_initial_population(hand_sketches(dag), 6, random.Random(0), params)
+    rng = random.Random(3)
+    tails = Counter()
+    for parent in pop:
+        for _ in range(6):
+            try:
+                child = M.mutate_tile_size(parent, rng, params)
+            except InvalidStepError:
+                continue
+            (k,) = [k for k in _diff(parent, child) if isinstance(parent.steps[k], SplitStep)]
+            new = child.steps[k]
+            assert math.prod(new.lengths) <= new.extent
+            assert (new.extent % math.prod(new.lengths) == 0) == (new.tail == "guard")
+            tails[new.tail] += 1
+            assert lowers(child)
+    assert tails["peel"] > 0
+    check_runs(child, dag)
 
 
 def test_auto_unroll_mutation_changes_the_pragma_value():
