@@ -183,6 +183,7 @@ def _statement_row(state: State, k: int, info: StageInfo, nest: Nest, nests: dic
     row[t + 6] = s.auto_unroll_max_step
     row[t + 7] = 1.0 if info.is_reduce else 0.0
     row[t + 8] = iters / max(nest.useful, 1.0)
+    row[t + 9] = nest.tested
     return row
 
 

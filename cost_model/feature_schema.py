@@ -7,7 +7,7 @@ computation counts, annotations, per-buffer blocks and the tail begin.
 """
 from __future__ import annotations
 
-FEATURE_VERSION = "ansor-py-features-1"
+FEATURE_VERSION = "ansor-py-features-2"  # 2: tested_share (split tails)
 CACHE_LINE = 64
 NUM_BUFFERS = 5  # buffers described per statement, most bytes first
 CURVE_POINTS = 10
@@ -75,6 +75,8 @@ _TAIL_FEATURES = (
         ("auto_unroll_max_step", "the auto_unroll_max_step pragma of the stage"),
         ("is_reduction", "1 if the statement accumulates (a reduction update)"),
         ("pad_waste", "iterations / useful iterations (guards of non-divisible splits)"),
+        ("tested_share", "share of iterations that run guard tests (tail strategies: guard all, "
+         "peel the partial tiles, shift none)"),
     ]
 )
 

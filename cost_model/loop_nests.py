@@ -19,9 +19,10 @@ from .stage_analysis import StageInfo
 class Nest:
     """The loops around one stage's statement, outermost first, and how its root iterators move."""
 
-    __slots__ = ("ext", "ann", "red", "coef", "span", "n_enc", "own_ext", "region", "useful")
+    __slots__ = ("ext", "ann", "red", "coef", "span", "n_enc", "own_ext", "region", "useful",
+                 "tested")
 
-    def __init__(self, ext, ann, red, coef, span, n_enc, own_ext, region, useful):
+    def __init__(self, ext, ann, red, coef, span, n_enc, own_ext, region, useful, tested=0.0):
         self.ext = ext          # np.ndarray (L,) loop extents
         self.ann = ann          # list[str] annotation per loop
         self.red = red          # list[bool] reduce loop?
@@ -31,6 +32,7 @@ class Nest:
         self.own_ext = own_ext  # per persistent iterator id of the stage
         self.region = region    # extents of the stage's spatial axes (its buffer if local)
         self.useful = useful    # iterations that do real work (without guard waste)
+        self.tested = tested    # share of the iterations that run guard tests (tail strategies)
 
 
 def _iter_maps(stage: Stage, ext: list[int], n_root: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -59,6 +61,27 @@ def _iter_maps(stage: Stage, ext: list[int], n_root: int) -> tuple[list[np.ndarr
                 acc = acc + span[q]
             span[rel.child] = acc
     return coef, span  # type: ignore[return-value]
+
+
+def tested_share(stage: Stage, ext: list[int]) -> float:
+    """The share of a stage's iterations that run guard tests, by the tail strategy of each split
+    whose parts overshoot its extent: all of them for "guard", the partial tiles' share (one outer
+    iteration in ceil(extent / tile)) for "peel", none for a "shift" that fits."""
+    keep = 1.0
+    for rel in stage.relations:
+        if not hasattr(rel, "children"):
+            continue
+        parent = ext[rel.parent]
+        outer = ext[rel.children[0]]
+        tile = math.prod(ext[c] for c in rel.children[1:])
+        if outer * tile <= parent:
+            continue
+        tail = getattr(rel, "tail", "guard")
+        if tail == "guard" or (tail == "shift" and tile > parent):
+            return 1.0
+        if tail == "peel":
+            keep *= 1.0 - 1.0 / outer
+    return 1.0 - keep
 
 
 def statement_nests(state: State, infos: dict[int, StageInfo]) -> dict[int, Nest]:
@@ -91,7 +114,9 @@ def statement_nests(state: State, infos: dict[int, StageInfo]) -> dict[int, Nest
             enc_coef = acc.coef @ rn.coef[:, :n_enc]
             enc_span = a @ rn.span[:, :n_enc]
             enc_ext, enc_ann, enc_red = rn.ext[:n_enc], rn.ann[:n_enc], rn.red[:n_enc]
+            enc_tested = tn.tested  # the target's partial tiles clamp this stage's region
         else:
+            enc_tested = 0.0
             n_enc = 0
             region = list(op.shape)
             enc_coef = enc_span = np.zeros((n_sp, 0))
@@ -112,5 +137,6 @@ def statement_nests(state: State, infos: dict[int, StageInfo]) -> dict[int, Nest
         useful = float(np.prod(enc_ext)) * math.prod(root_ext)
         nests[k] = Nest(np.concatenate([enc_ext, own]), list(enc_ann) + [s.iters[l].annotation for l in leaves],
                          list(enc_red) + [s.iters[l].kind == "reduce" for l in leaves],
-                         full_coef, full_span, n_enc, ext, region, useful)
+                         full_coef, full_span, n_enc, ext, region, useful,
+                         1.0 - (1.0 - enc_tested) * (1.0 - tested_share(s, ext)))
     return nests
