@@ -220,6 +220,9 @@ def sample_imperfect_lengths(extent: int, n_lengths: int, max_innermost: int, la
         for level in range(n_lengths):
             cap = max_innermost if level == 0 else extent
             options = [v for v in pool if v <= cap and prod * v <= extent]
+            if level == 0 and rng.random() < 0.5:
+                # The innermost part is the one vectorization takes: whole vectors, half the time.
+                options = [v for v in options if v % lanes == 0] or options
             v = options[rng.randrange(len(options))]
             out.append(v)
             prod *= v
