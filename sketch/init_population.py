@@ -205,7 +205,12 @@ def imperfect_prob(extent: int, params: "SearchParams") -> float:
     lanes = params.max_vector_lanes or 8
     if extent <= lanes:
         return 0.0  # one vector or less: nothing to gain from a partial tile
-    return params.imperfect_split_prob if extent % lanes == 0 else params.awkward_imperfect_split_prob
+    if extent % lanes == 0:
+        return params.imperfect_split_prob
+    if not any(4 <= d <= 64 for d in divisors(extent)):
+        # A prime (or 2 x a prime): its exact tiles are 1, 2 or the whole extent, all poor.
+        return max(params.awkward_imperfect_split_prob, 0.95 if params.awkward_imperfect_split_prob else 0.0)
+    return params.awkward_imperfect_split_prob
 
 
 def sample_imperfect_lengths(extent: int, n_lengths: int, max_innermost: int, lanes: int,

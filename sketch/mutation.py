@@ -24,7 +24,7 @@ from typing import Callable
 
 from .init_population import (IMPERFECT_TILE_SIZES, UNROLL_PRAGMA, _default_params,
                               compute_at_candidates, divisors, imperfect_prob, is_tiled,
-                              needs_tiling, split_tail)
+                              needs_tiling, sample_imperfect_lengths, split_tail)
 from .loop_state import InvalidStepError, Memo, State
 from .replay import TRACE, replay, replay_edited
 from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
@@ -89,9 +89,12 @@ def _imperfect_move(state: State, i: int, step: SplitStep, rng: random.Random,
             rest *= x
     options = [v for v in pool if v != step.lengths[level] and rest * v <= step.extent
                and (level != n - 1 or v <= cap)]
-    if not options:
-        return None
-    lengths = step.lengths[:level] + (options[rng.randrange(len(options))],) + step.lengths[level + 1:]
+    if options and rng.random() < 0.5:
+        lengths = step.lengths[:level] + (options[rng.randrange(len(options))],) + step.lengths[level + 1:]
+    else:  # a fresh draw of every level: the way out of a split whose other levels fill the extent
+        lengths = sample_imperfect_lengths(step.extent, n, cap, lanes, rng)
+        if lengths == step.lengths:
+            return None
     trace = state.memoized(TRACE) or {}
     at = trace.get(i, state)  # the state the split applies to (its stage ids)
     return replace(step, lengths=lengths,
