@@ -202,7 +202,10 @@ class _Partitioner:
         if isinstance(s, L.For):
             if s.kind == "vectorized":
                 return s
-            body = self._version(s.body, {**ranges, id(s.var): (0, s.extent - 1)}, failed)
+            inside = {**ranges, id(s.var): (0, s.extent - 1)}
+            # A loop of one iteration decides nothing its parent could not: version deeper.
+            body = (self.visit(s.body, inside, failed) if s.extent == 1
+                    else self._version(s.body, inside, failed))
             return s if body is s.body else L.For(s.var, s.extent, s.kind, body, s.annotations)
         if isinstance(s, L.Seq):
             new = tuple(self.visit(x, ranges, failed) for x in s.stmts)
