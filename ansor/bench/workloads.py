@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import Sequence
 
 from compute.ops import WORKLOADS
 
@@ -42,6 +43,33 @@ SUITE: tuple[BenchWorkload, ...] = (
                   memory_bound=True),
 )
 
+# Odd and prime sizes from real models (issue 18): ``ansor bench --set odd``. Tiles that divide
+# such extents are poor (a prime has only 1 and itself), so these rows measure the imperfect
+# tiles and their tail strategies.
+ODD_SHAPES: tuple[BenchWorkload, ...] = (
+    BenchWorkload("gemm_541_773_1009", "matmul", (541, 773, 1009), "GEMM 541x773x1009 (primes)"),
+    BenchWorkload("gemm_613_887_1031", "matmul", (613, 887, 1031), "GEMM 613x887x1031 (primes)"),
+    BenchWorkload("gemm_1021_557_811", "matmul", (1021, 557, 811), "GEMM 1021x557x811 (primes)"),
+    BenchWorkload("dense_1001", "dense", (1, 1001, 1280),
+                  "dense 1x1280->1001 (MobileNet classifier)"),
+    BenchWorkload("dense_197", "dense", (197, 3072, 768), "dense 197x768->3072 (ViT-B/16 MLP)"),
+    BenchWorkload("batch_matmul_197", "batch_matmul", (12, 197, 197, 64),
+                  "batch matmul 12x197x64 @ 64x197 (ViT attention scores)"),
+    BenchWorkload("batch_matmul_77", "batch_matmul", (8, 77, 64, 77),
+                  "batch matmul 8x77x77 @ 77x64 (CLIP text attention x values)"),
+    BenchWorkload("conv2d_stem_7x7", "conv2d_nhwc", (1, 224, 224, 3, 64, 7, 7, 2, 3),
+                  "conv2d 224x224x3->64 7x7 s2 (ResNet stem, 3 channels)"),
+    BenchWorkload("conv2d_149", "conv2d_nhwc", (1, 149, 149, 32, 32, 3, 3, 1, 0),
+                  "conv2d 149x149x32->32 3x3 (Inception-v3 stem)"),
+    BenchWorkload("conv2d_35_1x1", "conv2d_nhwc", (1, 35, 35, 288, 64, 1, 1, 1, 0),
+                  "conv2d 35x35x288->64 1x1 (Inception-v3)"),
+    BenchWorkload("conv2d_17_1x1", "conv2d_nhwc", (1, 17, 17, 768, 192, 1, 1, 1, 0),
+                  "conv2d 17x17x768->192 1x1 (Inception-v3)"),
+    BenchWorkload("conv2d_7x7_512", "conv2d_nhwc", (1, 7, 7, 512, 512, 3, 3, 1, 1),
+                  "conv2d 7x7x512->512 3x3 (ResNet last stage)"),
+)
+SETS: dict[str, tuple[BenchWorkload, ...]] = {"suite": SUITE, "odd": ODD_SHAPES}
+
 PEERS = ("numpy", "torch", "torch_compile", "tvm")
 SYSTEMS = ("ours",) + PEERS
 SYSTEM_LABELS = {"ours": "ours", "numpy": "numpy", "torch": "PyTorch",
@@ -50,12 +78,13 @@ MEMORY_BOUND_WORKLOADS = {"softmax", "layer_norm", "relu", "gelu", "bias_add", "
                           "transpose", "reshape", "pad", "max_pool2d", "avg_pool2d", "norm"}
 
 
-def parse_workloads(text: str | None) -> list[BenchWorkload]:
-    """``None`` -> the whole suite; else comma-separated suite names or ``WORKLOAD:ARGS`` items
-    (``matmul:64,64,64``; separate several such items with ``;``)."""
+def parse_workloads(text: str | None, base: Sequence[BenchWorkload] = SUITE) -> list[BenchWorkload]:
+    """``None`` -> every row of ``base`` (the suite, or another of ``SETS``); else comma-separated
+    row names of any set or ``WORKLOAD:ARGS`` items (``matmul:64,64,64``; separate several such
+    items with ``;``)."""
     if not text:
-        return list(SUITE)
-    by_name = {w.name: w for w in SUITE}
+        return list(base)
+    by_name = {w.name: w for rows in SETS.values() for w in rows}
     items = [t.strip() for t in (text.split(";") if ":" in text else text.split(",")) if t.strip()]
     out = []
     for item in items:
