@@ -20,10 +20,23 @@ def _stage_and_positions(state: State, stage: Any, axes: Sequence[Any]) -> tuple
 
 # ---- chosen values ------------------------------------------------------------------------------
 
+def split_tail(stage: Any, extent: int, inner: Sequence[int]) -> str:
+    """The tail strategy of a template's split: "guard" (identical code) when the parts divide
+    the extent, else "shift" for a stage without a reduction and "peel" for one with (full
+    tiles run without tests either way; ``sketch.stage.SPLIT_TAILS``)."""
+    prod = 1
+    for x in inner:
+        prod *= x
+    if extent % prod == 0:
+        return "guard"
+    return "peel" if getattr(stage.op, "reduce_axes", ()) else "shift"
+
+
 class SplitEntity:
     """The chosen split of one axis: ``size`` lists the parts' extents, outermost first. The
-    outermost is derived (``ceil(extent / product of the others)``), so with the "power2" and
-    "candidate" policies the parts may multiply past the extent (the split is then guarded)."""
+    outermost is derived (``ceil(extent / product of the others)``), so with the "power2",
+    "imperfect" and "candidate" policies the parts may multiply past the extent: the partial tile
+    is then shifted inwards (a stage without reduction) or peeled (``split_tail``)."""
 
     __slots__ = ("size",)
 
@@ -36,7 +49,9 @@ class SplitEntity:
         sid = state.stage_index(stage)
         pos = state.stages[sid].position(axis)
         if len(self.size) > 1:
-            state = state.split(sid, pos, list(self.size[1:]))
+            inner = list(self.size[1:])
+            extent = state.stages[sid].leaf_iters[pos].extent
+            state = state.split(sid, pos, inner, tail=split_tail(state.stages[sid], extent, inner))
         leaves = state.stages[sid].leaf_iters
         return state, leaves[pos:pos + len(self.size)]
 

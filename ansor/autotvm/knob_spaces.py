@@ -16,7 +16,10 @@ from sketch.loop_state import ANNOTATIONS
 
 from .knob_entities import AnnotateEntity, KnobEntity, ReorderEntity, SplitEntity
 
-SPLIT_POLICIES = ("factors", "power2", "candidate")
+SPLIT_POLICIES = ("factors", "power2", "imperfect", "candidate")
+# Inner sizes the "imperfect" policy adds to the exact factorisations: register-tile rows and
+# vector-sized column blocks, which need not divide the extent (issue 18).
+IMPERFECT_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 128, 256)
 REORDER_POLICIES = ("all", "identity", "candidate")
 ANNOTATE_POLICIES = ("try_unroll", "try_vec", "try_unroll_vec", "candidate")
 # "all" enumerates every permutation: beyond this many axes that is a space of >40k orders for a
@@ -96,6 +99,8 @@ class SplitSpace(KnobSpace):
 
     * ``"factors"``: every ordered factorisation (parts multiply to exactly the extent).
     * ``"power2"``: inner parts powers of two (their product at most the extent), outer derived.
+    * ``"imperfect"``: the exact factorisations plus inner parts from ``IMPERFECT_SIZES`` whose
+      product is at most the extent (the partial tile is shifted or peeled when applied).
     * ``"candidate"``: exactly the given size lists (outermost may be -1 or None: derived).
 
     ``max_factor`` bounds every inner part; ``filter(SplitEntity) -> bool`` drops choices.
@@ -129,6 +134,9 @@ class SplitSpace(KnobSpace):
             inner_lists = self._factorisations(extent, num_outputs - 1)
         elif policy == "power2":
             inner_lists = self._powers_of_two(extent, num_outputs - 1)
+        elif policy == "imperfect":
+            inner_lists = itertools.chain(self._factorisations(extent, num_outputs - 1),
+                                          self._imperfect(extent, num_outputs - 1))
         else:
             inner_lists = [self._check_candidate(name, extent, num_outputs, c) for c in candidate]
         entities, seen = [], set()
@@ -163,6 +171,13 @@ class SplitSpace(KnobSpace):
                         yield (d,) + tail
 
         yield from rec(extent, n_inner)
+
+    @staticmethod
+    def _imperfect(extent: int, n_inner: int) -> Iterable[tuple[int, ...]]:
+        sizes = [v for v in IMPERFECT_SIZES if v <= extent]
+        for inner in itertools.product(sizes, repeat=n_inner):
+            if _prod(inner) <= extent:
+                yield inner
 
     @staticmethod
     def _powers_of_two(extent: int, n_inner: int) -> Iterable[tuple[int, ...]]:

@@ -87,6 +87,13 @@ def _prepare(dag: ComputeDAG) -> tuple[State, str, str, _Parts]:
 
 # ---- GEMM family -------------------------------------------------------------------------------
 
+def split_policy(extent: int) -> str:
+    """The split knobs' policy: exact factorisations for an extent that is a multiple of 8 (the
+    space is what it always was), else also tiles that need not divide it (a prime has only 1
+    and itself; knob_spaces.SplitSpace "imperfect")."""
+    return "factors" if extent % 8 == 0 else "imperfect"
+
+
 def _gemm(cfg, dag: ComputeDAG, n_batch: int) -> State:
     s0 = dag.init_state()
     parts = _parts(s0)
@@ -98,11 +105,13 @@ def _gemm(cfg, dag: ComputeDAG, n_batch: int) -> State:
                red.iters[n_batch + 2].extent)
 
     # The knobs (all defined before any step, so collection never depends on a choice).
-    cfg.define_split("tile_y", M, num_outputs=3, filter=lambda e: e.size[-1] <= GEMM_MAX_ROWS,
+    cfg.define_split("tile_y", M, policy=split_policy(M), num_outputs=3,
+                     filter=lambda e: e.size[-1] <= GEMM_MAX_ROWS,
                      fallback=[-1, 16, 8])
-    cfg.define_split("tile_x", N, num_outputs=3, filter=lambda e: e.size[-1] <= GEMM_MAX_COLS,
+    cfg.define_split("tile_x", N, policy=split_policy(N), num_outputs=3,
+                     filter=lambda e: e.size[-1] <= GEMM_MAX_COLS,
                      fallback=[-1, 4, 32])
-    cfg.define_split("tile_k", K, num_outputs=2, fallback=[-1, 128])
+    cfg.define_split("tile_k", K, policy=split_policy(K), num_outputs=2, fallback=[-1, 128])
     cfg.define_reorder("order", ["k.outer", "i.cache", "j.cache"], policy="all",
                        fallback=[0, 1, 2])
     cfg.define_annotate("ann_reg", ["i.reg", "j.reg"], policy="try_unroll_vec",
@@ -126,8 +135,8 @@ def _gemm(cfg, dag: ComputeDAG, n_batch: int) -> State:
     # Accumulator: [batch] | k.outer i.cache j.cache (ordered by a knob) | k.inner i.reg j.reg.
     it = s[acc].leaf_iters
     i, j, k = it[n_batch], it[n_batch + 1], it[n_batch + 2]
-    s = s.split(acc, i, [yi])
-    s = s.split(acc, j, [xi])
+    s = s.split(acc, i, [yi], tail="peel")
+    s = s.split(acc, j, [xi], tail="peel")
     it = s[acc].leaf_iters
     i_c, i_r, j_c, j_r, k = it[n_batch:n_batch + 5]
     s, (k_o, k_i) = cfg["tile_k"].apply(s, acc, k)
@@ -171,14 +180,16 @@ def _conv_nhwc(cfg, dag: ComputeDAG) -> State:
     n_red = len(red.op.reduce_axes)  # rh, rw (depthwise) or rh, rw, rc
     RC = red.iters[4 + 2].extent if n_red == 3 else None
 
-    cfg.define_split("tile_oh", OH, num_outputs=2, filter=lambda e: e.size[-1] <= CONV_MAX_ROWS,
+    cfg.define_split("tile_oh", OH, policy=split_policy(OH), num_outputs=2,
+                     filter=lambda e: e.size[-1] <= CONV_MAX_ROWS,
                      fallback=[-1, 1])
-    cfg.define_split("tile_ow", OW, num_outputs=2, filter=lambda e: e.size[-1] <= CONV_MAX_COLS,
+    cfg.define_split("tile_ow", OW, policy=split_policy(OW), num_outputs=2,
+                     filter=lambda e: e.size[-1] <= CONV_MAX_COLS,
                      fallback=[-1, 8])
-    cfg.define_split("tile_oc", CO, num_outputs=2,
+    cfg.define_split("tile_oc", CO, policy=split_policy(CO), num_outputs=2,
                      filter=lambda e: e.size[-1] <= CONV_MAX_CHANNELS, fallback=[-1, 32])
     if RC is not None:
-        cfg.define_split("tile_ic", RC, num_outputs=2, fallback=[-1, RC])
+        cfg.define_split("tile_ic", RC, policy=split_policy(RC), num_outputs=2, fallback=[-1, RC])
         outer_red = ["rc.outer", "rh", "rw"]
     else:
         outer_red = ["rh", "rw"]
@@ -204,9 +215,9 @@ def _conv_nhwc(cfg, dag: ComputeDAG) -> State:
 
     # Accumulator: n h.outer w.outer c.outer | outer reduction loops (ordered by a knob) |
     # rc.inner h.reg w.reg (unrolled) c.reg (vectorized).
-    s = s.split(acc, 1, [hi])
-    s = s.split(acc, 3, [wi])
-    s = s.split(acc, 5, [ci])
+    s = s.split(acc, 1, [hi], tail="peel")
+    s = s.split(acc, 3, [wi], tail="peel")
+    s = s.split(acc, 5, [ci], tail="peel")
     it = s[acc].leaf_iters  # n h.0 h.1 w.0 w.1 c.0 c.1 rh rw [rc]
     n, h_o, h_r, w_o, w_r, c_o, c_r = it[:7]
     rh, rw = it[7], it[8]

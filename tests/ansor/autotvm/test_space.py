@@ -58,7 +58,7 @@ def test_bad_candidates_are_rejected_naming_the_knob(cand, words):
 
 
 def test_bad_policy_names_the_policy_and_the_valid_ones():
-    with pytest.raises(ValueError, match="unknown policy 'verbose'.*factors, power2, candidate"):
+    with pytest.raises(ValueError, match="unknown policy 'verbose'.*factors, power2, imperfect, candidate"):
         ConfigSpace().define_split("t", 8, policy="verbose")
     with pytest.raises(ValueError, match="needs candidate"):
         ConfigSpace().define_split("t", 8, policy="candidate")
