@@ -213,12 +213,18 @@ def imperfect_prob(extent: int, params: "SearchParams") -> float:
     return params.awkward_imperfect_split_prob
 
 
+def imperfect_pool(lanes: int) -> list[int]:
+    """The sizes an imperfect split's parts are drawn from: IMPERFECT_TILE_SIZES and whole
+    vectors of ``lanes``."""
+    return sorted(set(IMPERFECT_TILE_SIZES) | {lanes * k for k in (1, 2, 3, 4, 6, 8)})
+
+
 def sample_imperfect_lengths(extent: int, n_lengths: int, max_innermost: int, lanes: int,
                              rng: random.Random) -> tuple[int, ...]:
     """Inner lengths (outer first) of a split into ``n_lengths + 1`` parts that need not divide
     ``extent``: innermost first, each from IMPERFECT_TILE_SIZES and multiples of ``lanes``, their
     product at most ``extent`` (the outer part is rounded up)."""
-    pool = sorted(set(IMPERFECT_TILE_SIZES) | {lanes * k for k in (1, 2, 3, 4, 6, 8)})
+    pool = imperfect_pool(lanes)
     for _ in range(MAX_TAIL_DRAWS):
         out: list[int] = []
         prod = 1

@@ -22,9 +22,9 @@ import random
 from dataclasses import replace
 from typing import Callable
 
-from .init_population import (IMPERFECT_TILE_SIZES, UNROLL_PRAGMA, _default_params,
-                              compute_at_candidates, divisors, imperfect_prob, is_tiled,
-                              needs_tiling, sample_imperfect_lengths, split_tail)
+from .init_population import (UNROLL_PRAGMA, _default_params, compute_at_candidates, divisors,
+                              imperfect_pool, imperfect_prob, is_tiled, needs_tiling,
+                              sample_imperfect_lengths, split_tail)
 from .loop_state import InvalidStepError, Memo, State
 from .replay import TRACE, replay, replay_edited
 from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
@@ -80,7 +80,7 @@ def _imperfect_move(state: State, i: int, step: SplitStep, rng: random.Random,
     most the extent, need not divide it) and the tail strategy that goes with the new lengths."""
     cap = params.max_innermost_split_factor
     lanes = params.max_vector_lanes or 8
-    pool = sorted(set(IMPERFECT_TILE_SIZES) | {lanes * k for k in (1, 2, 3, 4, 6, 8)})
+    pool = imperfect_pool(lanes)
     n = len(step.lengths)
     level = rng.randrange(n)
     rest = 1
