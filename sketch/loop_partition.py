@@ -6,7 +6,10 @@ accumulators out of registers. Peeling hoists them. At the top of a loop's body 
 whether a guard holds for every iteration nested inside (the guarded index's bound over the inner
 loops, computed symbolically from their extents); if it does, a copy of the body without that
 guard runs, otherwise the guarded body, whose inner loops are partitioned the same way, so only
-the partial tile keeps tests. TVM gets the same effect with ``likely`` conditions and its
+the partial tile keeps tests; there, a loop whose every store a guard covers is skipped by one
+test when no inner iteration can pass it (the register tiles past the extent). A split's own
+guard ``X < c`` caps ``X`` for the other guards of the same test (a region check reading the
+same index), so the last full tile is not mistaken for a partial one. TVM gets the same effect with ``likely`` conditions and its
 LoopPartition pass, by splitting loop ranges; versioning the body instead also works under a
 fused parallel loop, whose index reaches the guard through ``//`` and ``%``.
 
