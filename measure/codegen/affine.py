@@ -90,8 +90,11 @@ class IndexAnalysis(Emitter):
 
         return _fold({}, e, operands, node)
 
-    def _affine(self, e: E.Expr) -> tuple[dict[int, int], int, bool] | None:
-        """``e`` as sum(coeff * var) + const (+ unknown lane-invariant terms, flagged)."""
+    def _affine(self, e: E.Expr) -> tuple[dict[int, int], int, int] | None:
+        """``e`` as sum(coeff * var) + const + opaque, where opaque (lane-invariant terms that are
+        not affine, such as ``fused % 2 * 128``) is known only to be a multiple of the third
+        value (0: no such term). Tiles of a fused loop index like that, and the multiple is what
+        lets ``_lin_floor`` still see a division that the lanes never cross."""
         def operands(n: E.Expr) -> tuple:
             if isinstance(n, E.Cast) and n.dtype in _INDEX_DTYPES and n.value.dtype in _INDEX_DTYPES:
                 return (n.value,)
@@ -104,11 +107,11 @@ class IndexAnalysis(Emitter):
                     return (n.a,)
             return ()
 
-        def node(n: E.Expr, ks: list) -> tuple[dict[int, int], int, bool] | None:
+        def node(n: E.Expr, ks: list) -> tuple[dict[int, int], int, int] | None:
             if isinstance(n, E.Const):
-                return {}, int(n.value), False
+                return {}, int(n.value), 0
             if isinstance(n, E.Var):
-                return {id(n): 1}, 0, False
+                return {id(n): 1}, 0, 0
             if isinstance(n, E.Cast) and n.dtype in _INDEX_DTYPES and n.value.dtype in _INDEX_DTYPES:
                 return ks[0]
             if isinstance(n, E.Binary) and n.op in ("add", "sub"):
@@ -119,15 +122,15 @@ class IndexAnalysis(Emitter):
                 coeffs = dict(a[0])
                 for k, c in b[0].items():
                     coeffs[k] = coeffs.get(k, 0) + sign * c
-                return coeffs, a[1] + sign * b[1], a[2] or b[2]
+                return coeffs, a[1] + sign * b[1], math.gcd(a[2], b[2])
             if isinstance(n, E.Binary) and n.op == "mul" and (isinstance(n.a, E.Const) or isinstance(n.b, E.Const)):
                 c = int(n.a.value) if isinstance(n.a, E.Const) else int(n.b.value)  # type: ignore[union-attr]
                 r = ks[0]
                 if r is None:
                     return None
-                return {k: v * c for k, v in r[0].items()}, r[1] * c, r[2]
+                return {k: v * c for k, v in r[0].items()}, r[1] * c, abs(r[2] * c)
             if not self._varies(n):
-                return {}, 0, True
+                return {}, 0, 1
             return None
 
         return _fold({}, e, operands, node)
@@ -146,9 +149,9 @@ class IndexAnalysis(Emitter):
             return None
         coeffs, const, opaque = aff
         cv = coeffs.get(id(self.vec.var), 0)
-        if cv < 0 or opaque:
+        if cv < 0:
             return None
-        g = int(d.value)
+        g = math.gcd(int(d.value), opaque)
         for k, c in coeffs.items():
             if k != id(self.vec.var):
                 g = math.gcd(g, c)

@@ -708,6 +708,29 @@ def test_fused_then_split_vector_axis(W, lanes, contiguous):
     np.testing.assert_array_equal(run(k, x), x * 2 + np.arange(W, dtype=np.float32))
 
 
+@pytest.mark.parametrize("tile,block,contiguous", [(128, 32, True), (96, 32, True), (80, 32, False)])
+def test_block_index_below_a_fused_tile_loop(tile, block, contiguous):
+    """A packed tensor read in a tile of a fused loop: ``P[(f % 3 * tile + jo * block + v) //
+    block, (...) % block]``. ``f % 3`` is no affine term, but ``f % 3 * tile`` is a multiple of
+    ``tile``: when that is a multiple of the block the lanes stay in one block (a vector load),
+    otherwise the load gathers."""
+    nf, nj = 6, tile // block if tile % block == 0 else 2
+    cols = 3 * tile + block
+    P = L.Buffer("P", (cols // block + 1, block), "float32")
+    Y = L.Buffer("Y", (nf, nj, block), "float32")
+    f, jo, v = E.var("f"), E.var("jo"), E.var("v")
+    col = E.binary("floormod", f, 3) * tile + jo * block + v
+    load = P.load(E.binary("floordiv", col, block), E.binary("floormod", col, block))
+    body = L.For(f, nf, "serial", L.For(jo, nj, "serial", L.For(v, block, "vectorized",
+                                                                L.Store(Y, (f, jo, v), load * 2.0))))
+    k = build_func(L.PrimFunc("blockidx", (P, Y), body))
+    assert ("masked.gather" not in k.llvm_ir) == contiguous
+    p = RNG.standard_normal(P.shape).astype(np.float32)
+    c = (np.arange(nf)[:, None, None] % 3) * tile + np.arange(nj)[None, :, None] * block \
+        + np.arange(block)[None, None, :]
+    np.testing.assert_array_equal(run(k, p), p.ravel()[c] * 2)
+
+
 def test_tiled_gemm_with_local_accumulator_in_parallel_loop():
     """The shape Ansor's multi-level tiling produces: fused parallel tile loop, per-thread local
     accumulator tile, split reduction with unrolled inner parts, vectorized columns."""
