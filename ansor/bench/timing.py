@@ -32,6 +32,13 @@ RESULT_ENV = "ANSOR_BENCH_RESULT"
 THREAD_ENV_VARS = ("ANSOR_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                    "MKL_NUM_THREADS", "TVM_NUM_THREADS")
 
+# Overrides of OpenBLAS's CPU detection that some hosts set for old OpenBLAS builds (which crash
+# or compute wrongly on newer CPUs): with them a current numpy runs an older kernel (on a Zen 5,
+# "Haswell" instead of "SkylakeX": 60 instead of 450 GFLOPS on a 1024^3 GEMM, measured). A timed
+# peer runs in its own fresh process without them, so numpy is compared at its real speed; tests
+# and tuning keep the environment as it is.
+BLAS_CORE_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
 # The suite's defaults: median of 15 repeats of >= 50 ms after 0.6 s of warm-up.
 DEFAULT_REPEAT = 15
 DEFAULT_MIN_REPEAT_MS = 50.0
@@ -76,11 +83,26 @@ def job_timing(job: dict) -> dict:
 
 
 def thread_env(threads: int, base: dict | None = None) -> dict:
-    """``base`` (default: this process's environment) with every runtime limited to ``threads``."""
+    """``base`` (default: this process's environment) with every runtime limited to ``threads``
+    and OpenBLAS left to detect the CPU itself (``BLAS_CORE_OVERRIDES``)."""
     env = dict(os.environ if base is None else base)
     for var in THREAD_ENV_VARS:
         env[var] = str(threads)
+    for var in BLAS_CORE_OVERRIDES:
+        env.pop(var, None)
     return env
+
+
+def blas_kernels() -> list[dict]:
+    """Which BLAS this process runs and with which CPU kernel and threads (threadpoolctl's view,
+    from the ``compare`` extra), so a published numpy figure says what it measured; empty if
+    threadpoolctl is not installed."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return []
+    return [{k: d.get(k) for k in ("internal_api", "version", "architecture", "num_threads")}
+            for d in threadpool_info() if d.get("user_api") == "blas"]
 
 
 def worker_env(extra: dict | None = None) -> dict:

@@ -65,6 +65,7 @@ def _time_numpy(job: dict) -> dict:
         return {"error": err}
     res = timing.time_callable(fn, **timing.job_timing(job))
     res["version"] = np.__version__
+    res["blas"] = timing.blas_kernels()
     return res
 
 

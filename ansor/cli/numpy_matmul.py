@@ -55,7 +55,7 @@ def best_seconds_in_fresh_process(n: int, threads: int) -> tuple[float | None, s
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ansor.cli.numpy_matmul N``: emit ``{"seconds": best_seconds(N)}``."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    timing.emit_result({"seconds": best_seconds(int(argv[0]))})
+    timing.emit_result({"seconds": best_seconds(int(argv[0])), "blas": timing.blas_kernels()})
     return 0
 
 

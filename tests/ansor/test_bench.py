@@ -102,6 +102,21 @@ def test_run_fresh_reports_result_crash_and_silence(tmp_path) -> None:
     assert "returned no result" in timing.run_fresh(["-c", "pass"], 1)["error"]
 
 
+def test_peers_run_without_the_openblas_core_overrides(monkeypatch) -> None:
+    """A timed peer's fresh process lets OpenBLAS detect the CPU (OPENBLAS_CORETYPE pins an old
+    kernel: several times slower on a new CPU), and the numpy figure says which kernel ran."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "512")
+    env = timing.thread_env(2)
+    assert "OPENBLAS_CORETYPE" not in env and "OPENBLAS_L2_SIZE" not in env
+    assert env["OPENBLAS_NUM_THREADS"] == "2"
+    seen = timing.run_fresh(["-c", "import os; from ansor.bench.timing import emit_result, blas_kernels; "
+                             "import numpy; emit_result({'core': os.environ.get('OPENBLAS_CORETYPE'), "
+                             "'blas': blas_kernels()})"], 1, env=timing.worker_env())
+    assert seen["core"] is None
+    assert seen["blas"] and seen["blas"][0]["num_threads"] == 1
+
+
 def test_elapsed_times_skip_pauses_between_sessions() -> None:
     sessions = [{"start": 100.0, "end": 110.0}, {"start": 500.0, "end": 505.0}]
     assert S.elapsed_times([101.0, 110.0, 502.0], sessions) == [1.0, 10.0, 12.0]
