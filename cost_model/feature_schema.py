@@ -7,7 +7,7 @@ computation counts, annotations, per-buffer blocks and the tail begin.
 """
 from __future__ import annotations
 
-FEATURE_VERSION = "ansor-py-features-2"  # 2: tested_share (split tails)
+FEATURE_VERSION = "ansor-py-features-3"  # 2: tested_share (split tails); 3: block-index regions floored (packs)
 CACHE_LINE = 64
 NUM_BUFFERS = 5  # buffers described per statement, most bytes first
 CURVE_POINTS = 10

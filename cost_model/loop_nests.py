@@ -110,7 +110,9 @@ def statement_nests(state: State, infos: dict[int, StageInfo]) -> dict[int, Nest
                 raise ValueError(f"stage {s.name} is computed at a loop but nothing reads it")
             a = np.abs(acc.coef)
             inner = (a @ rn.span[:, n_enc:]).sum(axis=1) if rn.span.shape[1] > n_enc else np.zeros(n_sp)
-            region = [int(min(op.shape[d], 1 + round(inner[d]))) for d in range(n_sp)]
+            # floor: a block index (j // v) over a tile of S + 1 aligned points spans S // v + 1
+            # blocks, as lowering finds (sketch.bound.const_upper); integral spans are unchanged
+            region = [int(min(op.shape[d], 1 + math.floor(inner[d] + 1e-9))) for d in range(n_sp)]
             enc_coef = acc.coef @ rn.coef[:, :n_enc]
             enc_span = a @ rn.span[:, :n_enc]
             enc_ext, enc_ann, enc_red = rn.ext[:n_enc], rn.ann[:n_enc], rn.red[:n_enc]

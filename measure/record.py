@@ -20,6 +20,7 @@ raises ``RecordFileError``. ``check_log_file`` finds an unusable path before any
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import hashlib
@@ -327,9 +328,8 @@ def parse_step(rec: Any) -> Step:
         step = step_from_json(rec)
     except (ValueError, TypeError) as err:
         raise RecordFormatError(f"bad step: {err}"[:300]) from None
-    for name, f in type(step).__dataclass_fields__.items():
-        if name == "tag":
-            continue
+    for f in dataclasses.fields(type(step)):
+        name = f.name
         check = _FIELD_CHECKS.get(str(f.type))
         value = getattr(step, name)
         if check is not None and not check(value):

@@ -15,6 +15,8 @@ lowering guards every region against the producer's domain.
 """
 from __future__ import annotations
 
+import math
+
 from compute import expr as E
 
 Range = tuple[int, int]  # inclusive
@@ -165,7 +167,9 @@ def const_upper(e: E.Expr, ranges: dict[int, Range]) -> int:
     """A constant upper bound of ``e`` over ``ranges``, cancelling identical terms first.
 
     Pairs ``floordiv(X + d, k) - floordiv(X, k)`` (which tiling produces when a fused loop is split)
-    are bounded by ``d // k + 1`` instead of by the full ranges of X.
+    are bounded by ``(d + k - g) // k`` instead of by the full ranges of X, where g divides both k
+    and X (the gcd of k and X's coefficients): at most ``d // k + 1``, and exactly ``d // k`` when
+    X is a multiple of k (a packed block read from a tile that starts at a block boundary).
     """
     terms, const = linear_form(e)
     hi = const
@@ -181,7 +185,9 @@ def const_upper(e: E.Expr, ranges: dict[int, Range]) -> int:
             if isinstance(tn, E.Binary) and tn.op == "floordiv" and _const_int(tn.b) == k:
                 dterms, d = linear_form(tp.a - tn.a)
                 if not dterms and d >= 0:
-                    hi += cp * (d // k + 1)  # type: ignore[operator]
+                    xterms, x0 = linear_form(tn.a)
+                    g = math.gcd(k, x0, *(c for _, c in xterms.values()))  # type: ignore[arg-type]
+                    hi += cp * ((d + k - g) // k)  # type: ignore[operator]
                     del pos[kp]
                     del neg[kn]
                     break

@@ -331,7 +331,7 @@ def change_compute_location(state: State, rng: random.Random,
         if not consumers:
             continue  # an output
         options: list[Any] = ["root"]
-        if not has_reduce(st):
+        if not has_reduce(st) and st.op.tag != "pack":  # an inlined pack is the unpacked sketch, slower
             options.append("inline")
         if len(consumers) == 1:
             options.extend(compute_at_candidates(state, consumers[0]))
@@ -425,12 +425,15 @@ def annotate_vectorize(state: State, rng: random.Random, params: "SearchParams |
             continue
         attached = attached_iters(state, sid)
         tiled = is_tiled(st)
+        # A pack's innermost loop is one block, the register tile's width: the copy writes it
+        # whole (like the tile's own vectorized loop, it may span several registers).
+        width_cap = max(cap, params.max_innermost_split_factor) if st.op.tag == "pack" else cap
         m, prod = 0, 1
         for lid in reversed(st.leaves):
             it = st.iters[lid]
             if lid in attached or it.kind == "reduce" or it.annotation != "none":
                 break
-            if prod * it.extent > cap:
+            if prod * it.extent > width_cap:
                 break
             prod *= it.extent
             m += 1

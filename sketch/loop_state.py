@@ -29,7 +29,7 @@ from .lower import state_str
 # not this module); they are re-exported here, where users and other packages import them.
 from .stage import (ANNOTATIONS, FuseRel, InvalidStepError, Iterator, SplitRel, Stage,
                     iterator_extents, iterator_values, replace_stage, stage_for_op)
-from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
+from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep, PackStep,
                               ComputeInlineStep, ComputeRootStep, FollowFusedSplitStep,
                               FollowSplitStep, FuseStep, PragmaStep, ReorderStep, RfactorStep,
                               SplitStep, Step, steps_to_json)
@@ -184,9 +184,10 @@ class State:
         return self._do(SplitStep(sid, pos, ext, tuple(int(x) for x in lengths), inner_to_outer,
                                   tail))
 
-    def follow_split(self, stage, iterator, src_step_id: int, n_split: int) -> "State":
+    def follow_split(self, stage, iterator, src_step_id: int, n_split: int, tail: str = "auto") -> "State":
         sid = self.stage_index(stage)
-        return self._do(FollowSplitStep(sid, self.stages[sid].position(iterator), src_step_id, n_split))
+        return self._do(FollowSplitStep(sid, self.stages[sid].position(iterator), src_step_id, n_split,
+                                        tail))
 
     def follow_fused_split(self, stage, iterator, src_step_ids: Sequence[int], level: int,
                            factor_or_nparts: bool) -> "State":
@@ -220,6 +221,11 @@ class State:
     def cache_read(self, stage, scope: str, readers: Iterable) -> "State":
         return self._do(CacheReadStep(self.stage_index(stage), scope,
                                       tuple(self.stage_index(r) for r in readers)))
+
+    def pack(self, stage, reader, dim: int, src_step_id: int) -> "State":
+        """Read ``stage``'s output in ``reader`` through a blocked, zero-padded copy: dimension
+        ``dim`` in blocks of the innermost length of split step ``src_step_id`` (PackStep)."""
+        return self._do(PackStep(self.stage_index(stage), self.stage_index(reader), dim, src_step_id))
 
     def rfactor(self, stage, iterator, factor_iter_id: int = 0) -> "State":
         sid = self.stage_index(stage)

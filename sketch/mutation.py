@@ -27,7 +27,7 @@ from .init_population import (UNROLL_PRAGMA, _default_params, compute_at_candida
                               sample_imperfect_lengths, split_tail)
 from .loop_state import InvalidStepError, Memo, State
 from .replay import TRACE, replay, replay_edited
-from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep,
+from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep, PackStep,
                               FollowFusedSplitStep, FollowSplitStep, FuseStep, PragmaStep,
                               ReorderStep, RfactorStep, SplitStep, Step)
 from .search_params import SearchParams
@@ -199,7 +199,7 @@ def _parallel_candidates(state: State) -> list[int]:
             if isinstance(s, AnnotationStep) and s.annotation == "parallel"]
 
 
-_STAGE_INSERTING = (CacheWriteStep, CacheReadStep, RfactorStep)
+_STAGE_INSERTING = (CacheWriteStep, CacheReadStep, RfactorStep, PackStep)
 
 
 def _shift_positions(step: Step, sid: int, pivot: int, old_n: int, new_n: int) -> Step:
@@ -226,7 +226,7 @@ def _shift_positions(step: Step, sid: int, pivot: int, old_n: int, new_n: int) -
     if isinstance(step, SplitStep):
         return replace(step, iter_id=pos(step.iter_id))
     if isinstance(step, FollowSplitStep):
-        return FollowSplitStep(sid, pos(step.iter_id), step.src_step_id, step.n_split)
+        return replace(step, iter_id=pos(step.iter_id))
     if isinstance(step, FollowFusedSplitStep):
         return FollowFusedSplitStep(sid, pos(step.iter_id), step.src_step_ids, step.level,
                                     step.factor_or_nparts)

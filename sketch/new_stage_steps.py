@@ -157,3 +157,83 @@ class RfactorStep(Step):
         stages[self.stage_id] = replace(stages[self.stage_id].replaced_by(new_op), auto_unroll_max_step=0)
         stages.insert(self.stage_id, stage_for_op(rf_op, None))
         return state.with_stages(tuple(stages), self)
+
+
+def pack_factor(state: State, src_step_id: int) -> int:
+    """The pack's block length: the innermost length of an earlier split of the reader (the
+    register tile's width), so a mutation of the tile sizes moves the layout with it."""
+    if not 0 <= src_step_id < len(state.steps):
+        raise InvalidStepError(f"pack: step {src_step_id} does not exist")
+    src = state.steps[src_step_id]
+    # By tag: SplitStep lives in transform_steps, which imports this module.
+    if src.tag != "SP" or not getattr(src, "inner_to_outer", False):
+        raise InvalidStepError(f"pack: step {src_step_id} is not a split by inner lengths")
+    return int(src.lengths[-1])
+
+
+@dataclass(frozen=True)
+class PackStep(Step):
+    """Copy a tensor the reader reads into a blocked layout, zero-padded: dimension ``dim`` of
+    extent n becomes an outer block index first and an inner offset last,
+    ``pack[d // v, (other dims), d % v] = src[..., d, ...]`` (0 where ``d >= n``), with v the
+    innermost length of split ``src_step_id`` (the reader's register-tile width).
+
+    The reader's tile then walks the packed tensor contiguously: for a GEMM's B this is the
+    panel layout BLAS packs into (a K x v strip per register tile instead of rows a whole N
+    apart, which alias in the cache when N is a power of two), for a dense weight [N, K] read
+    along N it is the transpose the vector loads need, and for a conv's HWIO weight it is the
+    blocked O-outer layout. The padding makes the last block whole, so a tile never reads past
+    the copy whatever N is."""
+
+    tag: ClassVar[str] = "PK"
+    stage_id: int
+    reader_stage_id: int
+    dim: int
+    src_step_id: int
+
+    def apply(self, state: State) -> State:
+        st = _stage(state, self.stage_id)
+        if st.compute_at == "inline":
+            raise InvalidStepError(f"cannot pack inlined stage {st.name!r}")
+        if self.reader_stage_id not in state.consumers(self.stage_id):
+            raise InvalidStepError(f"pack of {st.name!r}: stage {self.reader_stage_id} does not read it")
+        src = st.op.output
+        if not 0 <= self.dim < len(src.shape):
+            raise InvalidStepError(f"pack of {st.name!r}: dimension {self.dim} outside "
+                                   f"0..{len(src.shape) - 1}")
+        v = pack_factor(state, self.src_step_id)
+        n = src.shape[self.dim]
+        if not 1 <= v <= n:
+            # A sketch's placeholder split gives 1 (a plain reordering copy) until tile sizes fill.
+            raise InvalidStepError(f"pack of {st.name!r}: block length {v} must be between 1 and "
+                                   f"the extent {n} of dimension {self.dim}")
+        outer = E.iter_var("ax_o", 0, -(-n // v), "spatial")
+        inner = E.iter_var("ax_i", 0, v, "spatial")
+        rest = tuple(E.iter_var(f"ax{d}", 0, s, "spatial") for d, s in enumerate(src.shape) if d != self.dim)
+        d_val = outer * v + inner
+        idx = list(rest)
+        idx.insert(self.dim, d_val)
+        body: E.Expr = src[tuple(idx)]
+        if n % v:
+            body = E.select(d_val < n, body, E.const(0, src.dtype))
+        pack = ComputeOp(_unique_name(state, f"{st.name}.pack"), (outer,) + rest + (inner,), body,
+                         "pack", {})
+        olds = {id(o.output) for o in st.produced_ops}
+        dim = self.dim
+
+        def to_pack(e: E.Expr) -> E.Expr | None:
+            if not (isinstance(e, E.TensorLoad) and id(e.tensor) in olds):
+                return None
+            ix = list(e.indices)
+            d = ix.pop(dim)
+            return pack.output[(E.binary("floordiv", d, v),) + tuple(ix) + (E.binary("floormod", d, v),)]
+
+        stages = list(state.stages)
+        rs = stages[self.reader_stage_id]
+        assert isinstance(rs.op, ComputeOp)
+        new_op = ComputeOp(rs.op.name, rs.op.axes, E.rewrite(rs.op.body, to_pack), rs.op.tag, rs.op.attrs)
+        stages[self.reader_stage_id] = replace(rs, op=new_op, aliases=rs.aliases + (rs.op,))
+        at = self.stage_id + 1
+        _shift_stage_ids(stages, at)
+        stages.insert(at, stage_for_op(pack, None))
+        return state.with_stages(tuple(stages), self)

@@ -43,6 +43,9 @@ class SearchParams:
     imperfect_split_prob: float = 0.1
     awkward_imperfect_split_prob: float = 0.75
     shift_tail_prob: float = 0.5  # a stage without reduction: shift its partial tile (else peel)
+    # Sketches that also copy a tiled stage's reused input (a GEMM's B, a weight) into blocks of
+    # the register tile's width, zero-padded (PackStep); False derives only the unpacked ones.
+    pack_inputs: bool = True
     max_vector_lanes: int | None = None  # SIMD lanes of one register; None = the machine's
     max_vector_registers: int = 2  # a vectorized loop may span this many registers (8x32 tiles: 2 zmm)
     auto_unroll_steps: tuple[int, ...] = (0, 16, 64, 512)  # auto_unroll_max_step choices

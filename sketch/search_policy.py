@@ -60,7 +60,8 @@ class SketchPolicy:
         self.verbose = verbose
         self.rng = random.Random(seed)
         self.sketches: list[State] = (list(sketches) if sketches is not None
-                                      else generate_sketches(task.compute_dag, hardware_params=hw))
+                                      else generate_sketches(task.compute_dag, hardware_params=hw,
+                                                             pack_inputs=self.params.pack_inputs))
         if not self.sketches:
             raise ValueError(f"no sketch for task {getattr(task, 'workload_key', task)!r}")
         self.last_round_stats: dict[str, Any] = {}

@@ -41,6 +41,7 @@ class SketchContext:
 
     dag: ComputeDAG
     num_cores: int
+    pack: bool = True  # also derive the sketches that pack a tiled stage's reused input
     _info: dict = field(default_factory=dict)
 
     def info(self, state: State, sid: int) -> OpInfo:
@@ -144,19 +145,68 @@ def multi_level_tiling(state: State, sid: int, structure: str = TILE_STRUCTURE) 
     return state.reorder(sid, positions), spatial_steps
 
 
-def follow_tiling(state: State, cid: int, split_steps: list[int], level: int) -> State:
+def follow_tiling(state: State, cid: int, split_steps: list[int], level: int,
+                  tail: str = "auto") -> State:
     """The consumer splits its loops like the producer's first ``level`` tiling levels and
-    orders the parts level by level, so the producer can be computed at a tile of it."""
+    orders the parts level by level, so the producer can be computed at a tile of it. ``tail``:
+    the follow splits' tail strategy ("auto" derives it from the source split)."""
     roots = list(state.stages[cid].leaves)
     parts: list[list[int]] = []
     for it_id, step in zip(roots, split_steps):
         it = state.stages[cid].iters[it_id]
-        state = state.follow_split(cid, it, step, level)
+        state = state.follow_split(cid, it, step, level, tail)
         rel = state.stages[cid].relations[-1]
         parts.append(list(rel.children))
     st = state.stages[cid]
     order = [p[lv] for lv in range(level + 1) for p in parts]
     return state.reorder(cid, [st.leaves.index(i) for i in order])
+
+
+def packable_input(state: State, sid: int) -> tuple[int, int] | None:
+    """(producer stage, dimension) of the input worth packing for a tiled reduction stage: a
+    tensor it reads with the stage's innermost spatial axis alone as one index (the axis the
+    register tile vectorizes) and without some other spatial axis (so every row of the output
+    tile reads the same block: a GEMM's B, a dense weight, a conv's weight). None if there is
+    none, or the producer is inlined or the stage itself."""
+    st = state.stages[sid]
+    op = st.op
+    if not isinstance(op, ComputeOp) or not isinstance(op.body, E.Reduce) or not op.axes:
+        return None
+    j = op.axes[-1]
+    others = [a for a in op.axes[:-1] if a.extent > 1]
+    if j.extent <= 2 or not others:
+        return None
+    producer_of = state.producer_map()
+    for n in E.post_order(op.body):
+        if not isinstance(n, E.TensorLoad):
+            continue
+        p = producer_of.get(id(n.tensor))
+        if p is None or p == sid or state.stages[p].compute_at == "inline":
+            continue
+        dims = [d for d, ix in enumerate(n.indices) if ix is j]
+        if len(dims) != 1:
+            continue
+        used = {id(v) for d, ix in enumerate(n.indices) if d != dims[0]
+                for v in E.post_order(ix) if isinstance(v, E.Var)}
+        if id(j) in used:
+            continue  # j also inside another index: no clean block layout
+        if all(id(a) in used for a in others):
+            continue  # every output row reads its own data: no reuse for a copy to pay off
+        return p, dims[0]
+    return None
+
+
+def with_pack(state: State, sid: int, j_split_step: int) -> State | None:
+    """The state with ``packable_input`` of stage ``sid`` packed by the innermost length of the
+    split step of its innermost spatial axis; None if nothing to pack or the step does not apply
+    (an extent too small for a block)."""
+    found = packable_input(state, sid)
+    if found is None:
+        return None
+    try:
+        return state.pack(found[0], sid, found[1], j_split_step)
+    except InvalidStepError:
+        return None
 
 
 def needs_rfactor(ctx: SketchContext, state: State, sid: int) -> bool:
@@ -258,6 +308,15 @@ class RuleMultiLevelTilingWithFusion(SketchRule):
             s = follow_tiling(tiled, consumer, steps, level)
             s = s.compute_at(sid, consumer, level * n - 1)
             out.append((s, sid - 1))
+        if ctx.pack and steps and n == len(state.stages[sid].op.axes):
+            # The same with the reused input packed; the consumer's partial tiles are peeled, not
+            # shifted, so the stage's tiles start at multiples of the pack's block.
+            for level in FUSION_LEVELS:
+                s = follow_tiling(tiled, consumer, steps, level, tail="peel")
+                s = s.compute_at(sid, consumer, level * n - 1)
+                packed = with_pack(s, sid, steps[-1])
+                if packed is not None:
+                    out.append((packed, sid))  # the copy sits below: visit from the stage again
         return out
 
 
@@ -272,7 +331,13 @@ class RuleMultiLevelTiling(SketchRule):
         return ConditionKind.SKIP
 
     def apply(self, ctx, state, sid):
-        return [(multi_level_tiling(state, sid)[0], sid - 1)]
+        tiled, steps = multi_level_tiling(state, sid)
+        out = [(tiled, sid - 1)]
+        if ctx.pack and steps and len(steps) == len(state.stages[sid].op.axes):
+            packed = with_pack(tiled, sid, steps[-1])
+            if packed is not None:
+                out.append((packed, sid))
+        return out
 
 
 class RuleSkipStage(SketchRule):
@@ -295,14 +360,16 @@ DEFAULT_RULES: tuple[SketchRule, ...] = (
 
 def generate_sketches(task_or_dag: Any, rules: Sequence[SketchRule] | None = None,
                       num_cores: int | None = None, max_sketches: int = 64,
-                      hardware_params: HardwareParams | None = None) -> list[State]:
+                      hardware_params: HardwareParams | None = None,
+                      pack_inputs: bool = True) -> list[State]:
     """Every sketch the rules derive, visiting stages from the last to the first.
 
     ``task_or_dag``: a SearchTask (anything with ``compute_dag``) or a ComputeDAG. ``rules``
     replaces the default ordered list (e.g. to add a rule of your own before ``RuleSkipStage``).
     The target's core count (which decides rfactor) is ``num_cores`` if given, else that of
     ``hardware_params``, else that of the task's ``hardware_params``; a bare DAG needs one of the
-    first two (the rules never ask this machine).
+    first two (the rules never ask this machine). ``pack_inputs``: besides each tiled sketch,
+    the one that packs its reused input into blocks of the register tile's width (PackStep).
     """
     dag = getattr(task_or_dag, "compute_dag", task_or_dag)
     if num_cores is None:
@@ -311,7 +378,7 @@ def generate_sketches(task_or_dag: Any, rules: Sequence[SketchRule] | None = Non
             raise TypeError("generate_sketches needs the target's core count: pass num_cores= or "
                             "hardware_params=, or a task that carries hardware_params")
         num_cores = hw.num_cores
-    ctx = SketchContext(dag, num_cores)
+    ctx = SketchContext(dag, num_cores, pack=pack_inputs)
     rules = DEFAULT_RULES if rules is None else tuple(rules)
     init = State.initial(dag)
     work: list[tuple[State, int]] = [(init, len(init.stages) - 1)]

@@ -29,6 +29,7 @@ def _prod(xs) -> int:
 
 class Step:
     tag: ClassVar[str]
+    optional_fields: ClassVar[int] = 0  # trailing fields with defaults a record may omit
     stage_id: int
 
     def apply(self, state: State) -> State:  # pragma: no cover - overridden

@@ -10,6 +10,7 @@ so the records look familiar to its users.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
@@ -17,7 +18,7 @@ from compute import expr as E
 from compute.tensor import ComputeOp
 
 # The cache and rfactor steps are re-exported here with the others (STEP_TYPES needs them).
-from .new_stage_steps import CacheReadStep, CacheWriteStep, RfactorStep
+from .new_stage_steps import CacheReadStep, CacheWriteStep, PackStep, RfactorStep
 from .stage import (ANNOTATIONS, SPLIT_TAILS, FuseRel, InvalidStepError, Iterator, SplitRel,
                     split_extents)
 from .step_base import (Step, _check_not_target, _compute_stage, _leaf, _move_attachments, _prod,
@@ -72,6 +73,7 @@ class SplitStep(Step):
     as it was before tails existed, so older records read and write back unchanged."""
 
     tag: ClassVar[str] = "SP"
+    optional_fields: ClassVar[int] = 1
     stage_id: int
     iter_id: int
     extent: int
@@ -106,10 +108,15 @@ class FollowSplitStep(Step):
     fused consumer tiles the same way as its producer."""
 
     tag: ClassVar[str] = "FSP"
+    optional_fields: ClassVar[int] = 1
     stage_id: int
     iter_id: int
     src_step_id: int
     n_split: int
+    # "auto" (written without the field, as before it existed): derived from the source split by
+    # _follow_tail; else one of SPLIT_TAILS. A reader of a packed tensor needs its tiles to start
+    # at multiples of the pack's block, which a shifted last tile does not: its sketch says "peel".
+    tail: str = "auto"
 
     def lengths(self, state: State) -> tuple[int, ...]:
         if not 0 <= self.src_step_id < len(state.steps):
@@ -124,8 +131,16 @@ class FollowSplitStep(Step):
 
     def apply(self, state: State) -> State:
         src = state.steps[self.src_step_id] if 0 <= self.src_step_id < len(state.steps) else None
-        tail = _follow_tail(src, state, self.stage_id)
+        tail = self.tail
+        if tail == "auto":
+            tail = _follow_tail(src, state, self.stage_id)
+        elif _follow_tail(src, state, self.stage_id) == "guard":
+            tail = "guard"  # the source divides or guards: there is no partial tile to treat
         return _do_split(state, self, self.stage_id, self.iter_id, self.lengths(state), True, tail)
+
+    def to_json(self) -> list:
+        out = super().to_json()
+        return out[:-1] if self.tail == "auto" else out
 
 
 @dataclass(frozen=True)
@@ -346,7 +361,7 @@ class PragmaStep(Step):
 STEP_TYPES: dict[str, type[Step]] = {cls.tag: cls for cls in (
     SplitStep, FollowSplitStep, FollowFusedSplitStep, FuseStep, ReorderStep, ComputeAtStep,
     ComputeInlineStep, ComputeRootStep, CacheWriteStep, CacheReadStep, RfactorStep, AnnotationStep,
-    PragmaStep)}
+    PragmaStep, PackStep)}
 
 
 def steps_to_json(steps) -> list:
@@ -358,8 +373,8 @@ def step_from_json(rec: list) -> Step:
     if not isinstance(rec, list) or not rec or rec[0] not in STEP_TYPES:
         raise ValueError(f"unknown step record {rec!r}")
     cls = STEP_TYPES[rec[0]]
-    fields = [f for f in cls.__dataclass_fields__ if f != "tag"]
-    optional = 1 if cls is SplitStep else 0  # the tail strategy, absent from "guard" splits
+    fields = [f.name for f in dataclasses.fields(cls)]  # instance fields (not tag, optional_fields)
+    optional = cls.optional_fields  # trailing fields a record may leave out (a split's tail)
     if not len(fields) - optional <= len(rec) - 1 <= len(fields):
         counts = f"{len(fields) - optional} or {len(fields)}" if optional else f"{len(fields)}"
         raise ValueError(f"step record {rec!r}: expected {counts} fields for {rec[0]}")

@@ -31,7 +31,7 @@ from compute.workload_registry import register_workload
 from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
 from measure.record import encode_record
 from measure.target import toolchain_key
-from tests.sketch.random_schedules import random_state
+from tests.sketch.random_schedules import BASE_STEP_KINDS, random_state
 from tests.util import assert_matches_reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -69,7 +69,7 @@ def _random_records(tasks, n_per_task: int, seed: int = 0):
     inputs, results = [], []
     for task in tasks:
         for k in range(n_per_task):
-            state = random_state(task.compute_dag.init_state(), rng, rng.randint(0, 12))
+            state = random_state(task.compute_dag.init_state(), rng, rng.randint(0, 12), BASE_STEP_KINDS)
             if rng.random() < 0.2:
                 res = MeasureResult((MAX_FLOAT,), MeasureErrorNo.COMPILE_HOST, "llvm said no",
                                     0.3, 1.7e9 + k)

@@ -2,7 +2,9 @@
 
 Steps that do not apply are dropped (the search does the same), so what comes out is a valid state
 reached by a random path through the schedule space, including non-divisible splits, fusion,
-compute_at at arbitrary consumer loops, inlining, cache_write, cache_read, rfactor and annotations.
+compute_at at arbitrary consumer loops, inlining, cache_write, cache_read, pack (a blocked,
+zero-padded copy of any input along any dimension, by any split's innermost length), rfactor and
+annotations.
 """
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ from sketch.loop_state import InvalidStepError, State
 from sketch.transform_steps import SplitStep
 from sketch.stage import SPLIT_TAILS
 
-STEP_KINDS = ("split", "split", "split", "reorder", "fuse", "compute_at", "compute_at", "inline",
-              "root", "cache_write", "cache_read", "rfactor", "annotate", "annotate", "pragma",
-              "follow_split")
+# The kinds the record tests' fixtures were written with (their expected counts depend on the
+# random stream); every other test draws from STEP_KINDS, which adds packing and follow-split tails.
+BASE_STEP_KINDS = ("split", "split", "split", "reorder", "fuse", "compute_at", "compute_at", "inline",
+                   "root", "cache_write", "cache_read", "rfactor", "annotate", "annotate", "pragma",
+                   "follow_split")
+STEP_KINDS = BASE_STEP_KINDS + ("pack",)
 
 
 def _compute_stages(s: State) -> list[int]:
@@ -35,9 +40,9 @@ def _lengths(rng: random.Random, extent: int) -> list[int]:
     return out
 
 
-def random_step(s: State, rng: random.Random) -> State:
-    """Apply one random step; raises InvalidStepError when it does not apply."""
-    kind = rng.choice(STEP_KINDS)
+def random_step(s: State, rng: random.Random, kinds: tuple[str, ...] = STEP_KINDS) -> State:
+    """Apply one random step of ``kinds``; raises InvalidStepError when it does not apply."""
+    kind = rng.choice(kinds)
     cands = _compute_stages(s)
     if not cands:
         raise InvalidStepError("no compute stage")
@@ -91,14 +96,24 @@ def random_step(s: State, rng: random.Random) -> State:
             raise InvalidStepError("no split to follow")
         src_id = rng.choice(splits)
         n_split = rng.randint(1, len(s.steps[src_id].lengths))
-        return s.follow_split(sid, rng.randrange(n), src_id, n_split)
+        tail = rng.choice(("auto",) + SPLIT_TAILS) if "pack" in kinds else "auto"
+        return s.follow_split(sid, rng.randrange(n), src_id, n_split, tail)
+    if kind == "pack":
+        producers = [p for p in range(len(s.stages)) if sid in s.consumers(p)]
+        splits = [k for k, step in enumerate(s.steps) if isinstance(step, SplitStep)]
+        if not producers or not splits:
+            raise InvalidStepError("nothing to pack by")
+        p = rng.choice(producers)
+        dim = rng.randrange(len(s.stages[p].op.output.shape))
+        return s.pack(p, sid, dim, rng.choice(splits))
     raise AssertionError(kind)
 
 
-def random_state(s: State, rng: random.Random, n_steps: int) -> State:
+def random_state(s: State, rng: random.Random, n_steps: int,
+                 kinds: tuple[str, ...] = STEP_KINDS) -> State:
     for _ in range(n_steps):
         try:
-            s = random_step(s, rng)
+            s = random_step(s, rng, kinds)
         except InvalidStepError:
             pass
     return s
