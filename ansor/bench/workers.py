@@ -111,8 +111,14 @@ def _tune_ours(job: dict) -> dict:
     if need == 0:
         return out
     start = time.time()
+    params = None
+    if job.get("search_params"):  # overrides of SearchParams' defaults (search ablations)
+        from sketch.search_params import SearchParams
+
+        params = SearchParams(**job["search_params"])
     res = task.tune(TuningOptions(num_measure_trials=need, num_measures_per_round=job["per_round"],
-                                  log_file=log, seed=job.get("seed"), verbose=1))
+                                  log_file=log, seed=job.get("seed"), verbose=1,
+                                  search_params=params))
     end = time.time()
     out.update(trials=res.trials, errors=res.errors, start=start, end=end,
                wall_seconds=end - start, search_seconds=res.search_seconds,
