@@ -225,15 +225,20 @@ def test_tvm_peer_reports_unavailable_instead_of_failing(monkeypatch) -> None:
 
 # ---- benchmarks/inspect_best.py: the first look at a slow kernel ----------------------------------
 
-def _inspect_module():
+def _benchmark_module(name: str):
+    """A script of ``benchmarks/`` imported as a module (it is not a package)."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "inspect_best.py"
-    spec = importlib.util.spec_from_file_location("inspect_best", path)
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _inspect_module():
+    return _benchmark_module("inspect_best")
 
 
 def test_inspect_best_counts_instruction_classes_and_finds_the_fma_loop() -> None:
@@ -282,3 +287,17 @@ def test_inspect_best_names_a_missing_or_empty_log(tmp_path, capsys) -> None:
     empty.write_text("")
     assert ib.main([str(empty)]) == 0
     assert "no records" in capsys.readouterr().out
+
+
+# ---- benchmarks/search_ablation.py: default search against SearchParams overrides ------------------
+
+def test_search_ablation_parses_variants_by_field_type() -> None:
+    parse = _benchmark_module("search_ablation").parse_variant
+    assert parse("pack_inputs=false,imperfect_split_prob=0.5,population_size=64") == {
+        "pack_inputs": False, "imperfect_split_prob": 0.5, "population_size": 64}
+    for bad, why in [("packs=false", "no field 'packs'"), ("pack_inputs=maybe", "true or false"),
+                     ("auto_unroll_steps=1", "cannot be set")]:
+        with pytest.raises(SystemExit, match=why):
+            parse(bad)
+    with pytest.raises(ValueError, match="imperfect_split_prob"):
+        parse("imperfect_split_prob=2")
