@@ -143,7 +143,7 @@ class _Batch:
         try:
             if f.status == "finished":
                 try:
-                    value = f.result(timeout=RPC_TIMEOUT)
+                    value = self._fetch(f)
                 except Exception as err:  # noqa: BLE001 - its worker died before we fetched it
                     if not self.cluster.alive():
                         raise self.cluster.lost() from None
@@ -164,6 +164,23 @@ class _Batch:
                 self._again(i, f"the task was {f.status}")
         finally:
             f.release()
+
+    def _fetch(self, f: Any) -> Any:
+        """A finished task's value. If the worker holding it dies first, Dask marks the value
+        lost and would wait for a recomputation that may never come (its workers gone): fetch in
+        growing slices (a large value on a slow link gets the time it needs) and give up as soon
+        as the value is no longer there (RuntimeError)."""
+        deadline = time.monotonic() + RPC_TIMEOUT
+        wait = POLL_S
+        while True:
+            try:
+                return f.result(timeout=min(wait, max(0.01, deadline - time.monotonic())))
+            except TimeoutError:
+                if f.status != "finished":
+                    raise RuntimeError(f"its result was lost with its worker ({f.status})") from None
+                if time.monotonic() >= deadline:
+                    raise
+                wait *= 2
 
     def _requeue_orphans(self) -> bool:
         """Submit again the jobs none of whose admitted workers is left (Dask would wait for them

@@ -14,7 +14,7 @@ the template tuners' ``measure_option`` and the task scheduler take it as they t
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .builder import LocalBuilder, make_build_jobs, progress_mark
 from .checks import check_seconds
@@ -39,16 +39,19 @@ class DaskBuilder(LocalBuilder):
     ``connect_timeout``: seconds to reach the scheduler (``MeasureUnavailableError`` if it
     cannot be). ``worker_wait``: seconds a batch waits for an admissible worker when there is
     none (a worker restarting) before the run stops. ``target``: the toolchain identity workers
-    must have (default: this process's, the one records name).
+    must have (default: this process's, the one records name). ``on_result``: called in the
+    tuner's thread with each build result as it arrives from the cluster (progress displays).
     """
 
     def __init__(self, cluster: Any, timeout: float = 15, build_func: str | None = None,
                  memory_limit_gb: float | None = 8.0, *, connect_timeout: float = 30.0,
-                 worker_wait: float = 60.0, target: dict | None = None):
+                 worker_wait: float = 60.0, target: dict | None = None,
+                 on_result: Callable[[BuildResult], None] | None = None):
         super().__init__(timeout=timeout, n_parallel=1, build_func=build_func,
                          memory_limit_gb=memory_limit_gb)
         self.worker_wait = check_seconds("DaskBuilder worker_wait", worker_wait)
         self.target = dict(target if target is not None else toolchain_identity())
+        self.on_result = on_result
         self.cluster: Cluster | None = Cluster.connect(cluster, connect_timeout)
 
     @property
@@ -72,6 +75,8 @@ class DaskBuilder(LocalBuilder):
         settings = self.settings()
 
         def mark(i: int, res: BuildResult) -> None:
+            if self.on_result is not None:
+                self.on_result(res)
             if verbose >= 1:
                 print(progress_mark(res.error_no), end="", flush=True)
 

@@ -20,7 +20,7 @@ it as it takes the local one.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .builder import progress_mark
 from .checks import check_seconds
@@ -44,7 +44,8 @@ class DaskRunner(LocalRunner):
     object).
 
     The measurement settings are ``LocalRunner``'s, applied on the workers. ``connect_timeout``,
-    ``worker_wait`` and ``target`` are as for ``DaskBuilder``.
+    ``worker_wait``, ``target`` and ``on_result`` (each measurement as it arrives) are as for
+    ``DaskBuilder``.
     """
 
     def __init__(self, cluster: Any, timeout: float = 10, number: int = 3, repeat: int = 1,
@@ -52,7 +53,8 @@ class DaskRunner(LocalRunner):
                  enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
                  memory_limit_gb: float | None = 8.0, warmup_ms: float = 300, *,
                  connect_timeout: float = 30.0, worker_wait: float = 60.0,
-                 target: dict | None = None):
+                 target: dict | None = None,
+                 on_result: Callable[[MeasureResult], None] | None = None):
         super().__init__(timeout=timeout, number=number, repeat=repeat,
                          min_repeat_ms=min_repeat_ms, cooldown_interval=cooldown_interval,
                          enable_cpu_cache_flush=enable_cpu_cache_flush,
@@ -60,6 +62,7 @@ class DaskRunner(LocalRunner):
                          warmup_ms=warmup_ms)
         self.worker_wait = check_seconds("DaskRunner worker_wait", worker_wait)
         self.target = dict(target if target is not None else toolchain_identity())
+        self.on_result = on_result
         self.cluster: Cluster | None = Cluster.connect(cluster, connect_timeout)
 
     @property
@@ -100,6 +103,8 @@ class DaskRunner(LocalRunner):
                          build_results[i].compiled, settings, self.reference_timeout, threads))
 
         def mark(j: int, res: MeasureResult) -> None:
+            if self.on_result is not None:
+                self.on_result(res)
             if verbose >= 1:
                 print(progress_mark(res.error_no), end="", flush=True)
 

@@ -23,7 +23,7 @@ def local_cluster() -> Iterator[LocalCluster]:
     saved = os.environ.get("ANSOR_NUM_THREADS")
     os.environ["ANSOR_NUM_THREADS"] = "1"  # inherited by the worker processes
     cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None, resources={"measure": 1})
+                           dashboard_address="127.0.0.1:0", resources={"measure": 1})
     try:
         (name, spec), = cluster.new_worker_spec().items()
         spec = copy.deepcopy(spec)
@@ -34,6 +34,10 @@ def local_cluster() -> Iterator[LocalCluster]:
             client.wait_for_workers(2, timeout=60)
         yield cluster
     finally:
+        if cluster.scheduler is not None and cluster.scheduler.status.name != "running":
+            # A test shut the scheduler down: asking it to terminate again would wait for a
+            # connection timeout; the workers are closed all the same.
+            cluster.shutdown_scheduler = False
         cluster.close(timeout=30)
         if saved is None:
             os.environ.pop("ANSOR_NUM_THREADS", None)
