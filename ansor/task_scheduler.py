@@ -460,7 +460,7 @@ class TaskScheduler:
             except MeasureUnavailableError as err:
                 # As on Ctrl-C: the round under way is abandoned, the log keeps the finished ones.
                 stop = unavailable_stop(err, log_path)
-                logger.error("%s", stop)
+                logger.info("%s", stop)  # said on the next line and in the result
                 self._say(f"stopped: {stop}")
         finally:
             if own_builder:

@@ -450,7 +450,7 @@ class _Run:
             except MeasureUnavailableError as err:
                 # As on Ctrl-C: the batch under way is abandoned, the log keeps the finished ones.
                 stop = unavailable_stop(err, self.log_path)
-                logger.error("%s: %s", self.task.desc, stop)
+                logger.info("%s: %s", self.task.desc, stop)  # the summary and the CLI say it
         finally:
             if self.own_builder:
                 self.measurer.builder.close()

@@ -403,7 +403,7 @@ class _Session:
             stop = STOP_INTERRUPTED  # the batch under way (if any) is abandoned, not recorded
         except MeasureUnavailableError as err:
             stop = unavailable_stop(err, self.log_path)  # as on Ctrl-C, and says how to resume
-            logger.error("%s: %s", self.task.name, stop)
+            logger.info("%s: %s", self.task.name, stop)  # in the summary and printed
         self.say(self.progress(self.last_current, done=True))
         if stop not in (STOP_BUDGET, "") and self.verbose >= 1:
             print(f"{self.tag} stopped: {stop}", flush=True)
