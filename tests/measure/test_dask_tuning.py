@@ -166,3 +166,22 @@ def test_a_scheduler_shutdown_ends_the_run_cleanly_and_it_resumes_locally(task, 
     assert again.resumed_records == 4 and again.trials == 4 and again.errors == 0
     steps = [json.dumps(x["input"]["steps"]) for x in records(log)]
     assert len(steps) == 8 and len(set(steps)) == 8  # nothing measured twice
+
+
+def test_the_task_scheduler_and_a_template_tuner_measure_on_the_cluster(cluster, tmp_path):
+    from ansor import autotvm
+
+    tasks = [ansor.SearchTask(func="matmul", args=(16, 16, 16)),
+             ansor.SearchTask(func="matmul", args=(8, 16, 32))]
+    net, tmpl = tmp_path / "net.json", tmp_path / "tmpl.json"
+    with DaskBuilder(cluster.scheduler_address) as b, \
+            DaskRunner(cluster.scheduler_address, **FAST) as r:
+        res = ansor.TaskScheduler(tasks, remeasure_best=1).tune(opts(b, r, net, trials=8))
+        summary = autotvm.RandomTuner(autotvm.create_task("matmul", (16, 16, 16)), seed=0).tune(
+            4, autotvm.measure_option(builder=b, runner=r), log_file=str(tmpl), batch_size=4,
+            verbose=0)
+    assert res.trials == 8 and res.stop_reason == "trial budget reached"
+    assert summary.trials == 4 and summary.errors == 0
+    for log, n in ((net, 8), (tmpl, 4)):
+        recs = records(log)
+        assert len(recs) == n and all(x["result"]["host"] == this_host() for x in recs)
