@@ -2,18 +2,22 @@
 the ``measure`` resource): the results of the local builder and runner, with builds spread over
 every worker and measurements only on the measuring one; every result names its host; workers
 of another CPU kind or thread count are refused with a message saying why; a scheduler that
-cannot be reached, or the extra not installed, is a clear error.
+cannot be reached, or the extra not installed, is a clear error; a wedged worker cannot hang the
+tuner.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
+import time
 
 import pytest
 from distributed import Client, get_task_stream
 
 from measure.builder import LocalBuilder
-from measure.cluster import Cluster
+from measure.cluster import Cluster, identity_difference, read_facts, threads_conflict
+from measure.cluster_fanout import STALLED, fan_out
 from measure.dask_builder import DaskBuilder
 from measure.dask_runner import DaskRunner
 from measure.host import this_host
@@ -132,3 +136,36 @@ def test_without_the_extra_the_error_says_what_to_install(monkeypatch):
     with pytest.raises(ImportError, match=r"pip install 'ansor-py\[cluster\]'"):
         DaskRunner("tcp://127.0.0.1:8786")
     assert not Cluster._shared  # nothing half-connected is left behind
+
+
+def test_worker_facts_are_checked_and_differences_named():
+    ours = toolchain_identity()
+    good = {"host": "node\n7", "identity": dict(ours), "env_threads": None, "usable_cpus": 4}
+    f = read_facts("tcp://w:1", good, {"measure": 1})
+    assert f.host == "node_7" and f.measures and identity_difference(f.identity, ours) is None
+    assert not read_facts("tcp://w:1", good, {}).measures
+    for bad, why in (([], "must be a dict"), ({**good, "identity": {"key": 1}}, "identity"),
+                     ({**good, "usable_cpus": 0}, "CPU count"),
+                     ({**good, "env_threads": 2}, "ANSOR_NUM_THREADS")):
+        with pytest.raises(ValueError, match=why):
+            read_facts("tcp://w:1", bad, {})
+    other = dict(ours, key="1" * 16, llvm="99.0.0")
+    assert f"LLVM '99.0.0' where the target has {ours['llvm']!r}" in identity_difference(other, ours)
+    assert threads_conflict(dataclasses.replace(f, env_threads="4"), 4) is None
+    assert "ANSOR_NUM_THREADS=4 but this run times kernels on 2" in threads_conflict(
+        dataclasses.replace(f, env_threads="4"), 2)
+
+
+def test_a_batch_with_no_result_for_the_stall_timeout_ends_with_errors(cluster):
+    """A worker wedged outside any sandbox (here: a job that sleeps in the worker itself) does
+    not hang the tuner: after ``stall_timeout`` without a result the batch ends with errors."""
+    c = Cluster.connect(cluster.scheduler_address)
+    try:
+        t0 = time.monotonic()
+        out = fan_out(c, F.sleep_then, [(2.0, "late")], stall_timeout=0.5, label="test",
+                      pick_workers=lambda: c.admit("build", toolchain_identity(), wait=1))
+        elapsed = time.monotonic() - t0
+    finally:
+        c.release()
+    assert out[0].kind == STALLED and not out[0].ok
+    assert "no result from the cluster within 0.5 s" in out[0].error and elapsed < 1.9
