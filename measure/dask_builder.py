@@ -14,6 +14,7 @@ the template tuners' ``measure_option`` and the task scheduler take it as they t
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Sequence
 
 from .builder import LocalBuilder, make_build_jobs, progress_mark
@@ -21,6 +22,7 @@ from .checks import check_seconds
 from .cluster import Cluster
 from .cluster_fanout import STALLED, fan_out
 from .cluster_worker import build_on_worker
+from .host import clean_host
 from .measure import BuildResult, MeasureErrorNo, MeasureInput
 from .target import toolchain_identity
 from .worker_pool import WorkerPool
@@ -88,7 +90,7 @@ class DaskBuilder(LocalBuilder):
         results = []
         for out in outs:
             if out.ok and isinstance(out.value, BuildResult):
-                results.append(out.value)
+                results.append(dataclasses.replace(out.value, host=clean_host(out.value.host)))
                 continue
             code = MeasureErrorNo.BUILD_TIMEOUT if out.kind == STALLED else MeasureErrorNo.COMPILE_HOST
             why = out.error if not out.ok else f"not a build result: {type(out.value).__name__}"

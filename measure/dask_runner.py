@@ -20,6 +20,7 @@ it as it takes the local one.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Sequence
 
 from .builder import progress_mark
@@ -27,6 +28,7 @@ from .checks import check_seconds
 from .cluster import MEASURE_RESOURCE, Cluster
 from .cluster_fanout import STALLED, fan_out
 from .cluster_worker import measure_on_worker
+from .host import clean_host
 from .measure import MAX_FLOAT, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 from .runner import LocalRunner, build_failure, built
 from .runtime import num_threads
@@ -117,7 +119,8 @@ class DaskRunner(LocalRunner):
                        on_result=mark)
         for i, out in zip(todo, outs):
             if out.ok and isinstance(out.value, MeasureResult):
-                results[i] = out.value
+                # A worker's name reaches the log: held to the rule whatever the worker sent.
+                results[i] = dataclasses.replace(out.value, host=clean_host(out.value.host))
                 continue
             code = MeasureErrorNo.RUN_TIMEOUT if out.kind == STALLED else MeasureErrorNo.RUNTIME_DEVICE
             why = out.error if not out.ok else f"not a measure result: {type(out.value).__name__}"

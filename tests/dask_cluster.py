@@ -79,3 +79,11 @@ def pretend(env_threads: str | None = None, cpu: str | None = None) -> Any:
         os.environ["ANSOR_NUM_THREADS"] = "1"
     else:
         os.environ["ANSOR_NUM_THREADS"] = env_threads
+
+
+def pretend_host(name: str | None) -> None:
+    """Run on a worker (``client.run``): report ``name`` as the host that measured (None: its
+    real name again)."""
+    from measure import host, runner
+
+    runner.this_host = host.this_host if name is None else (lambda: name)

@@ -25,7 +25,7 @@ from measure.local import measure_batch
 from measure.measure import MeasureErrorNo as Err, MeasureInput, MeasureUnavailableError
 from measure.runner import LocalRunner
 from measure.target import toolchain_identity
-from tests.dask_cluster import local_cluster, pretend, workers
+from tests.dask_cluster import local_cluster, pretend, pretend_host, workers
 from tests.measure import faults as F
 
 FAST = dict(number=1, repeat=1, min_repeat_ms=0, warmup_ms=0)
@@ -169,3 +169,15 @@ def test_a_batch_with_no_result_for_the_stall_timeout_ends_with_errors(cluster):
         c.release()
     assert out[0].kind == STALLED and not out[0].ok
     assert "no result from the cluster within 0.5 s" in out[0].error and elapsed < 1.9
+
+
+def test_a_host_name_from_a_worker_is_held_to_the_rule(cluster, client):
+    measuring, _ = workers(client)
+    client.run(pretend_host, "evil\nhost\x1b[2J", workers=[measuring])
+    try:
+        with LocalBuilder(n_parallel=1) as b, DaskRunner(cluster.scheduler_address, **FAST) as r:
+            inputs = batch()[:1]
+            res = r.run(inputs, b.build(inputs))
+    finally:
+        client.run(pretend_host, None, workers=[measuring])
+    assert res[0].ok and res[0].host == "evil_host_[2J"  # no control character left
