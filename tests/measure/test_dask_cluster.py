@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from distributed import Client, get_task_stream
@@ -29,6 +31,7 @@ from tests.dask_cluster import local_cluster, pretend, pretend_host, workers
 from tests.measure import faults as F
 
 FAST = dict(number=1, repeat=1, min_repeat_ms=0, warmup_ms=0)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +184,14 @@ def test_a_host_name_from_a_worker_is_held_to_the_rule(cluster, client):
     finally:
         client.run(pretend_host, None, workers=[measuring])
     assert res[0].ok and res[0].host == "evil_host_[2J"  # no control character left
+
+
+def test_the_core_and_the_cli_work_without_dask():
+    """Nothing outside the cluster modules' functions imports Dask: with it unimportable, ansor
+    and its command line load and build as before."""
+    code = ("import sys; sys.modules['distributed'] = sys.modules['dask'] = None\n"
+            "import ansor, ansor.cli, measure.dask_runner, measure.dask_builder\n"
+            "from ansor.cli import main; assert main(['workloads']) == 0\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
