@@ -11,7 +11,10 @@ measurer does the rest the same way for all of them:
   - with Ctrl-C held back meanwhile, so a batch is either wholly logged and counted or wholly
   abandoned (``commit``); a batch the log cannot take (a full disk) is abandoned too and ends the
   run (``STOP_LOG_FAILED``);
-* applies the stop rules: consecutive errors, early stopping, trial budget (``stop_reason``).
+* applies the stop rules: consecutive errors, early stopping, trial budget (``stop_reason``);
+* lets ``MeasureUnavailableError`` through (the builder's or runner's machinery is gone, e.g. a
+  Dask scheduler shut down): every tuner stops on it with the log as it is and says how to resume
+  (``unavailable_stop``).
 
 Bookkeeping is per task (by workload key), so one measurer can serve many tasks.
 """
@@ -25,13 +28,14 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from measure.builder import LocalBuilder
 from measure.local import measure_batch
-from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult, pooled_cost
+from measure.measure import (MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult,
+                             MeasureUnavailableError, pooled_cost)
 from measure.record import RecordFileError
 from measure.runner import LocalRunner
 
 __all__ = ["BEST_STATES_KEPT", "MAX_CONSECUTIVE_ERRORS", "STOP_BUDGET", "STOP_INTERRUPTED",
-           "STOP_LOG_FAILED", "BestStates", "ProgramMeasurer", "TaskStats", "error_name",
-           "sigint_deferred"]
+           "STOP_LOG_FAILED", "STOP_UNAVAILABLE", "BestStates", "ProgramMeasurer", "TaskStats",
+           "error_name", "sigint_deferred", "unavailable_stop"]
 
 # TVM's auto_scheduler gives up after this many failed measurements in a row: by then the
 # search space, the workload or the machine is broken, and more trials only burn time.
@@ -45,6 +49,9 @@ STOP_BUDGET = "trial budget reached"
 STOP_INTERRUPTED = "interrupted (Ctrl-C)"
 # A batch could not be appended to the log (a full disk): the run ends with what the log holds.
 STOP_LOG_FAILED = "the log file could not be written"
+# The builder's or runner's machinery went away (MeasureUnavailableError): nothing more can be
+# measured with them; the run ends with what the log holds.
+STOP_UNAVAILABLE = "measurements stopped"
 
 # Appends one batch to the log; raises measure.record.RecordFileError when it cannot.
 Recorder = Callable[[Sequence[MeasureInput], Sequence[MeasureResult]], None]
@@ -61,6 +68,15 @@ def error_name(error_no: int) -> str:
 def is_valid(res: MeasureResult) -> bool:
     """A successful measurement with a usable cost."""
     return res.ok and bool(res.costs) and res.mean_cost < MAX_FLOAT
+
+
+def unavailable_stop(err: MeasureUnavailableError, log_path: str | None) -> str:
+    """The stop reason of a run whose measurements became impossible, saying how to resume."""
+    if log_path is None:
+        return f"{STOP_UNAVAILABLE}: {err}; nothing was logged (no log file)"
+    return (f"{STOP_UNAVAILABLE}: {err}; the log {log_path} keeps every finished round (the one "
+            "under way is not in it): tune again with the same log to resume, against a live "
+            "scheduler or on this machine")
 
 
 @contextlib.contextmanager
@@ -217,11 +233,14 @@ class ProgramMeasurer:
 
     def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         """Build then run ``inputs``; one result per input. A failure of the whole batch becomes
-        an UNKNOWN error result for each input, never an exception."""
+        an UNKNOWN error result for each input, never an exception - except
+        ``MeasureUnavailableError``, which ends the run."""
         if not inputs:
             return []
         try:
             return measure_batch(inputs, self.builder, self.runner, verbose=self.verbose)
+        except MeasureUnavailableError:
+            raise  # not the candidates' failure: logging them as failed would lose them
         except Exception as err:  # noqa: BLE001 - a measurement failure is the batch's, not ours
             self.logger.exception("measuring a batch of %d candidates failed", len(inputs))
             msg = f"measurement failed: {type(err).__name__}: {err}"

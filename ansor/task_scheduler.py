@@ -16,7 +16,8 @@ A task retires ("dead") when its round proposes nothing new, when its own early 
 when ``NO_VALID_ROUNDS`` rounds gave no valid schedule at all (it would otherwise, costing
 ``NO_COST``, win every pick);
 the run ends at the budget, when every task is dead, when the objective has not improved for
-``early_stopping`` trials once every tuned task has a cost, on a log write failure or on Ctrl-C
+``early_stopping`` trials once every tuned task has a cost, on a log write failure, when the
+builder's or runner's machinery goes away (``MeasureUnavailableError``) or on Ctrl-C
 (the shared ``ProgramMeasurer`` defers it while a batch is logged, so the log keeps every finished
 round).
 
@@ -48,14 +49,15 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from cost_model.cost_model import CostModel
 from measure.builder import LocalBuilder
 from measure.checks import check_seed
-from measure.measure import MeasureInput
+from measure.measure import MeasureInput, MeasureUnavailableError
 from measure.record import RecordToFile, check_log_file
 from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
 
 from . import scheduler_policy as policy
 from .graph.untuned import untuned_schedule
-from .measurer import STOP_INTERRUPTED, STOP_LOG_FAILED, ProgramMeasurer, is_valid
+from .measurer import (STOP_INTERRUPTED, STOP_LOG_FAILED, STOP_UNAVAILABLE, ProgramMeasurer,
+                       is_valid, unavailable_stop)
 from .scheduler_policy import NO_COST, GradientParams, TaskFilter, TaskState, similarity_tag
 from .scheduler_progress import (LogEstimatedLatency, PrintTableInfo, TaskSchedulerCallback,
                                  plot_latency_history, read_latency_history)
@@ -102,6 +104,12 @@ class SchedulerResult:
     @property
     def interrupted(self) -> bool:
         return self.stop_reason == STOP_INTERRUPTED
+
+    @property
+    def measurement_stopped(self) -> bool:
+        """The builder or runner could not go on (a Dask scheduler went away); ``stop_reason``
+        says how to resume."""
+        return self.stop_reason.startswith(STOP_UNAVAILABLE)
 
 
 def _task_index(tasks: Sequence["SearchTask"]) -> dict[str, int]:
@@ -449,6 +457,11 @@ class TaskScheduler:
             except KeyboardInterrupt:
                 # The round under way (if any) is abandoned: not logged, not counted.
                 stop = STOP_INTERRUPTED
+            except MeasureUnavailableError as err:
+                # As on Ctrl-C: the round under way is abandoned, the log keeps the finished ones.
+                stop = unavailable_stop(err, log_path)
+                logger.info("%s", stop)  # said on the next line and in the result
+                self._say(f"stopped: {stop}")
         finally:
             if own_builder:
                 builder.close()

@@ -6,7 +6,9 @@ results are appended to the log at once (a run killed at any moment keeps every 
 and fed to the cost model. The loop stops at the trial budget, when the best
 has not improved for ``early_stopping`` trials, when the policy has nothing new to propose, after
 ``MAX_CONSECUTIVE_ERRORS`` failed measurements in a row, when a batch cannot be appended to the
-log (a full disk: the log keeps whole lines only), or on Ctrl-C.
+log (a full disk: the log keeps whole lines only), when the builder's or runner's machinery goes
+away (``MeasureUnavailableError``: a Dask scheduler shut down; the stop reason says how to
+resume), or on Ctrl-C.
 
 Resuming is implicit: when ``log_file`` already holds records of the task, every schedule in it
 counts as measured (nothing is measured twice), its best schedules seed the search, the cost model
@@ -29,13 +31,13 @@ from cost_model.cost_model import CostModel
 from cost_model.lgbm_model import LGBModel
 from measure.builder import LocalBuilder
 from measure.checks import check_seed
-from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, MeasureUnavailableError
 from measure.record import LineWarner, RecordToFile, check_log_file, iter_lines, target_summary
 from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
 
 from .measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
-                       ProgramMeasurer, is_valid)
+                       STOP_UNAVAILABLE, ProgramMeasurer, is_valid, unavailable_stop)
 from .measurer import error_name as _error_name
 from .task_records import record_to_input
 
@@ -80,7 +82,8 @@ class TuningOptions:
     * ``verbose``: 0 prints nothing, 1 one line per round and a summary, 2 also the builder's and
       runner's per-candidate marks and the policy's own output.
     * ``builder`` / ``runner``: ``"local"`` (created and closed by the call) or a ``LocalBuilder``
-      / ``LocalRunner`` (used as given, left open).
+      / ``LocalRunner`` (used as given, left open), e.g. ``measure.dask_builder.DaskBuilder`` /
+      ``measure.dask_runner.DaskRunner`` to build and measure on a Dask cluster.
     * ``seed``: seeds the search policy and the default cost model; a fixed seed makes a run
       reproducible up to measurement noise.
     * ``search_params``: ``sketch.search_policy.SearchParams`` for the default policy (None:
@@ -156,6 +159,12 @@ class TuneResult:
     def log_failed(self) -> bool:
         """The run stopped because a batch could not be appended to the log."""
         return self.stop_reason.startswith(STOP_LOG_FAILED)
+
+    @property
+    def measurement_stopped(self) -> bool:
+        """The run stopped because the builder or runner could not go on (a Dask scheduler
+        went away); ``stop_reason`` says how to resume."""
+        return self.stop_reason.startswith(STOP_UNAVAILABLE)
 
     def summary(self) -> str:
         """The block ``tune`` prints at the end (verbose >= 1)."""
@@ -438,6 +447,10 @@ class _Run:
                 # The batch under way (if any) is abandoned: not recorded, not counted.
                 stop = STOP_INTERRUPTED
                 logger.info("%s: interrupted after %d trials", self.task.desc, self.stats.trials)
+            except MeasureUnavailableError as err:
+                # As on Ctrl-C: the batch under way is abandoned, the log keeps the finished ones.
+                stop = unavailable_stop(err, self.log_path)
+                logger.info("%s: %s", self.task.desc, stop)  # the summary and the CLI say it
         finally:
             if self.own_builder:
                 self.measurer.builder.close()

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 from .checks import check_count, check_memory_limit_gb, check_seconds
+from .host import this_host
 from .measure import BuildResult, MeasureErrorNo, MeasureInput
 from .runtime import usable_cpus
 from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
@@ -137,6 +138,12 @@ class LocalBuilder:
         self.memory_limit_gb = memory_limit_gb
         self._pool: WorkerPool | None = None
 
+    def settings(self) -> dict:
+        """The constructor arguments that build as this builder does, but for ``n_parallel``
+        (what a remote builder ships to the machines that compile)."""
+        return {"timeout": self.timeout, "build_func": self.build_func,
+                "memory_limit_gb": self.memory_limit_gb}
+
     @property
     def pool(self) -> WorkerPool:
         """The worker pool, started on first use."""
@@ -149,31 +156,29 @@ class LocalBuilder:
     def build(self, inputs: Sequence[MeasureInput], verbose: int = 0) -> list[BuildResult]:
         """Build every input; results in input order, one per input, never raising for a
         candidate's failure."""
-        from sketch.transform_steps import steps_to_json  # noqa: PLC0415
+        return self.build_jobs(make_build_jobs(inputs, self.build_func), verbose=verbose)
 
-        if not inputs:
+    def build_jobs(self, jobs: Sequence[tuple], verbose: int = 0) -> list[BuildResult]:
+        """Build jobs made by ``make_build_jobs`` (plain data: what a remote builder ships to the
+        machine that compiles); results in order, one per job."""
+        if not jobs:
             return []
-        dag_json: dict[str, dict] = {}
-        jobs = []
-        for inp in inputs:
-            key = inp.task.workload_key
-            if key not in dag_json:
-                dag_json[key] = inp.task.compute_dag.to_json()
-            jobs.append((key, dag_json[key], steps_to_json(inp.state.steps), self.build_func))
         outcomes = self.pool.map(build_job, jobs, timeout=self.timeout)
+        host = this_host()
         results = []
         for out in outcomes:
             if out.status == OK:
                 compiled, err, msg = out.value
-                res = BuildResult(compiled, err, msg, out.seconds)
+                res = BuildResult(compiled, err, msg, out.seconds, host)
             elif out.status == TIMEOUT:
                 res = BuildResult(None, int(MeasureErrorNo.BUILD_TIMEOUT),
-                                  f"build took longer than {self.timeout:g} s", out.seconds)
+                                  f"build took longer than {self.timeout:g} s", out.seconds, host)
             elif out.status == CRASH:
                 res = BuildResult(None, int(MeasureErrorNo.COMPILE_HOST),
-                                  f"builder crashed: {out.error}", out.seconds)
+                                  f"builder crashed: {out.error}", out.seconds, host)
             else:  # the job function itself failed (e.g. it could not be unpickled)
-                res = BuildResult(None, int(MeasureErrorNo.COMPILE_HOST), out.error, out.seconds)
+                res = BuildResult(None, int(MeasureErrorNo.COMPILE_HOST), out.error, out.seconds,
+                                  host)
             results.append(res)
             if verbose >= 1:
                 print(progress_mark(res.error_no), end="", flush=True)
@@ -191,6 +196,21 @@ class LocalBuilder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def make_build_jobs(inputs: Sequence[MeasureInput], build_func: str | None) -> list[tuple]:
+    """One ``build_job`` argument tuple per input, as plain data: the workload key, the DAG's
+    JSON (encoded once per workload), the steps' JSON and the build function's name."""
+    from sketch.transform_steps import steps_to_json  # noqa: PLC0415 - as build_job's imports
+
+    dag_json: dict[str, dict] = {}
+    jobs = []
+    for inp in inputs:
+        key = inp.task.workload_key
+        if key not in dag_json:
+            dag_json[key] = inp.task.compute_dag.to_json()
+        jobs.append((key, dag_json[key], steps_to_json(inp.state.steps), build_func))
+    return jobs
 
 
 def progress_mark(error_no: int) -> str:

@@ -48,18 +48,22 @@ class BuildResult:
     error_no: int
     error_msg: str
     time_cost: float  # seconds spent building
+    host: str = ""  # the machine that built it (``measure.host`` rule; "" if not known)
 
 
 @dataclass(frozen=True)
 class MeasureResult:
     """``costs``: seconds per run, one entry per repeat; ``all_cost``: wall-clock seconds the
-    measurement took (build + run); ``timestamp``: when it finished (Unix seconds)."""
+    measurement took (build + run); ``timestamp``: when it finished (Unix seconds); ``host``: the
+    machine that timed it (for a candidate that never ran, the one that built it; "" when not
+    known, as in records written before hosts were recorded)."""
 
     costs: tuple[float, ...]
     error_no: int
     error_msg: str = ""
     all_cost: float = 0.0
     timestamp: float = field(default_factory=time.time)
+    host: str = ""
 
     @property
     def ok(self) -> bool:
@@ -76,6 +80,14 @@ class MeasureResult:
         if self.ok:
             return f"MeasureResult({self.mean_cost * 1e3:.4f} ms over {len(self.costs)} repeats)"
         return f"MeasureResult({MeasureErrorNo(self.error_no).name}: {self.error_msg[:80]})"
+
+
+class MeasureUnavailableError(RuntimeError):
+    """The machinery that builds or measures is gone (a Dask scheduler shut down, a cluster with
+    no worker that may measure for this target): no candidate is at fault, and no later batch
+    could be measured either. Builders and runners raise it instead of returning error results,
+    which would be logged as if the candidates had failed; the tuners stop on it with the log as
+    it is (the batch under way is abandoned, as on Ctrl-C) and say how to resume."""
 
 
 def pooled_cost(samples: "list[float] | tuple[float, ...]") -> float:

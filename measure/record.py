@@ -7,7 +7,13 @@ toolchain that compiled it, the transform steps in their compact tagged form and
     {"v":1,"input":{"workload_key":"4f0c...","task":{"workload":"matmul","args":[17,7,9]},
      "flop":2142.0,"target":{"key":"8bc0250792c103e1","cpu":"znver5",...},
      "steps":[["SP",2,0,17,[4],true],["AN",2,0,"parallel"]]},
-     "result":{"costs":[1.2e-06],"error_no":0,"error_msg":"","all_cost":0.41,"timestamp":1.7e9}}
+     "result":{"costs":[1.2e-06],"error_no":0,"error_msg":"","all_cost":0.41,"timestamp":1.7e9,
+     "host":"node-7"}}
+
+``result.host`` names the machine that timed the candidate (``measure.host``: its rule, checked on
+reading); records written before it existed have none and load as before, and readers that do
+not know it ignore it. ``input.target`` is the toolchain that compiled and timed it: on a cluster
+every worker's identity is checked against it before the worker builds or measures.
 
 This module knows only the line format and returns plain data (``RecordLine``): rebuilding a task
 object needs ``ansor.SearchTask``, which lives above ``measure``; ``ansor.records`` does that.
@@ -35,6 +41,7 @@ from typing import Any, Iterator, Sequence
 from compute.names import check_dag_json_names, check_desc, check_name
 from sketch.transform_steps import Step, step_from_json, steps_to_json
 
+from .host import check_host
 from .measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
 
 RECORD_VERSION = 1
@@ -112,9 +119,14 @@ def _finite(x: float) -> float:
 
 
 def result_to_json(res: MeasureResult) -> dict:
-    return {"costs": [_finite(c) for c in res.costs], "error_no": int(res.error_no),
-            "error_msg": truncate_msg(res.error_msg), "all_cost": _finite(res.all_cost),
-            "timestamp": _finite(res.timestamp)}
+    out = {"costs": [_finite(c) for c in res.costs], "error_no": int(res.error_no),
+           "error_msg": truncate_msg(res.error_msg), "all_cost": _finite(res.all_cost),
+           "timestamp": _finite(res.timestamp)}
+    if res.host:
+        # Runners clean the names they report (``measure.host.clean_host``); checked again so
+        # that no writer can put a line in the log that its readers would reject.
+        out["host"] = check_host(res.host, "result.host")
+    return out
 
 
 def _dumps(obj: Any) -> str:
@@ -383,10 +395,16 @@ def parse_result(r: Any) -> MeasureResult:
             if not c > 0:
                 raise RecordFormatError(f"result.costs[{i}] is {costs[i]!r}: a successful "
                                         "measurement's cost must be positive (seconds)")
+    host = r.get("host", "")  # absent in records written before hosts were recorded
+    try:
+        if host != "":
+            check_host(host, "result.host")
+    except (TypeError, ValueError) as err:
+        raise RecordFormatError(str(err)) from None
     return MeasureResult(
         costs=parsed, error_no=error_no, error_msg=msg,
         all_cost=_num(r.get("all_cost", 0.0), "result.all_cost"),
-        timestamp=_num(r.get("timestamp", 0.0), "result.timestamp"))
+        timestamp=_num(r.get("timestamp", 0.0), "result.timestamp"), host=host)
 
 
 def decode_line(line: str | bytes, lineno: int = 0) -> RecordLine:

@@ -37,6 +37,7 @@ import numpy as np
 from .builder import progress_mark
 from .checks import (MAX_TIMEOUT_S, check_count, check_memory_limit_gb, check_nonnegative,
                      check_seconds)
+from .host import this_host
 from .measure import MAX_FLOAT, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
 
@@ -141,6 +142,10 @@ def run_job(key: str, dag_json: dict, compiled: Any, opts: dict) -> tuple[tuple[
             return (MAX_FLOAT,), int(MeasureErrorNo.UNKNOWN), \
                 f"check_correctness: the reference evaluator failed: {w.reference_error}"
         kernel = load(compiled)
+        if opts.get("num_threads") is not None:
+            # A remote runner times with the tuner's thread count (the task's), not with what
+            # this machine's environment would give.
+            kernel.num_threads = int(opts["num_threads"])
         args, outs = _arguments(w, kernel.args)
         ptrs = kernel.arg_pointers(*args)
         timed = timer.Timer(kernel.address, ptrs)
@@ -221,6 +226,17 @@ def init_runner_worker() -> None:
 
 # ---- in the tuner -------------------------------------------------------------------------------
 
+def built(br: BuildResult) -> bool:
+    """Whether a build result can be run."""
+    return br.error_no == MeasureErrorNo.NO_ERROR and br.compiled is not None
+
+
+def build_failure(br: BuildResult) -> MeasureResult:
+    """The measurement result of a candidate that did not build: its build error, never run."""
+    return MeasureResult((MAX_FLOAT,), int(br.error_no) or int(MeasureErrorNo.UNKNOWN),
+                         br.error_msg or "no compiled object", 0.0, host=br.host)
+
+
 class LocalRunner:
     """Run built candidates on this machine, sequentially, in one sandboxed worker process.
 
@@ -258,6 +274,12 @@ class LocalRunner:
             self._pool = WorkerPool(1, initializer=init_runner_worker, memory_limit_bytes=limit)
         return self._pool
 
+    def settings(self) -> dict:
+        """The constructor arguments that reproduce this runner's measurements (what a remote
+        runner ships to the machines that time), read now: the tuner changes some for a while
+        (the default schedule's measurement)."""
+        return {"timeout": self.timeout, "memory_limit_gb": self.memory_limit_gb, **self._opts()}
+
     def _opts(self) -> dict:
         return {"number": self.number, "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
                 "cooldown_interval": self.cooldown_interval, "warmup_ms": self.warmup_ms,
@@ -293,9 +315,8 @@ class LocalRunner:
         results: list[MeasureResult] = []
         for inp, br in zip(inputs, build_results):
             t0 = time.monotonic()
-            if br.error_no != MeasureErrorNo.NO_ERROR or br.compiled is None:
-                res = MeasureResult((MAX_FLOAT,), int(br.error_no) or int(MeasureErrorNo.UNKNOWN),
-                                    br.error_msg or "no compiled object", 0.0)
+            if not built(br):
+                res = build_failure(br)
             else:
                 key = inp.task.workload_key
                 if key not in dag_json:
@@ -308,22 +329,35 @@ class LocalRunner:
             print(flush=True)
         return results
 
+    def run_compiled(self, workload_key: str, dag_json: dict, compiled: Any,
+                     num_threads: int | None = None) -> MeasureResult:
+        """Measure one compiled candidate of the workload ``dag_json`` (plain data: what a remote
+        runner ships to the machine that times it). ``num_threads``: the kernel's thread count
+        (None: ``$ANSOR_NUM_THREADS`` or every usable CPU, as for ``run``)."""
+        opts = self._opts()
+        if num_threads is not None:
+            opts["num_threads"] = check_count("num_threads", num_threads)
+        return self._run_one(workload_key, dag_json, compiled, opts, time.monotonic())
+
     def _run_one(self, key: str, dag_json: dict, compiled: Any, opts: dict, t0: float) -> MeasureResult:
+        host = this_host()
         failed = self._prepare(key, dag_json)
         if failed is not None:
             return MeasureResult((MAX_FLOAT,), int(MeasureErrorNo.UNKNOWN), failed,
-                                 time.monotonic() - t0)
+                                 time.monotonic() - t0, host=host)
         out = self.pool.run(run_job, key, dag_json, compiled, opts, timeout=self.timeout)
         if out.status == OK:
             costs, err, msg = out.value
-            return MeasureResult(tuple(costs), err, msg, time.monotonic() - t0)
+            return MeasureResult(tuple(costs), err, msg, time.monotonic() - t0, host=host)
         if out.status == TIMEOUT:
             return MeasureResult((MAX_FLOAT,), int(MeasureErrorNo.RUN_TIMEOUT),
-                                 f"run took longer than {self.timeout:g} s", time.monotonic() - t0)
+                                 f"run took longer than {self.timeout:g} s", time.monotonic() - t0,
+                                 host=host)
         if out.status == CRASH:
             return MeasureResult((MAX_FLOAT,), int(MeasureErrorNo.RUNTIME_DEVICE),
-                                 f"runner crashed: {out.error}", time.monotonic() - t0)
-        return MeasureResult((MAX_FLOAT,), int(MeasureErrorNo.UNKNOWN), out.error, time.monotonic() - t0)
+                                 f"runner crashed: {out.error}", time.monotonic() - t0, host=host)
+        return MeasureResult((MAX_FLOAT,), int(MeasureErrorNo.UNKNOWN), out.error,
+                             time.monotonic() - t0, host=host)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -31,12 +31,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
+from measure.measure import (MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult,
+                             MeasureUnavailableError)
 from measure.record import check_log_file, target_summary, truncate_msg
 from measure.runtime import check_num_threads
 
 from ..measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
-                        ProgramMeasurer, TaskStats)
+                        ProgramMeasurer, TaskStats, unavailable_stop)
 from ..task_records import record_to_input
 from .measure import MeasureOption
 from .records import ConfigRecord, ConfigRecordToFile, config_of, iter_config_records
@@ -400,6 +401,9 @@ class _Session:
                     stop = out
         except KeyboardInterrupt:
             stop = STOP_INTERRUPTED  # the batch under way (if any) is abandoned, not recorded
+        except MeasureUnavailableError as err:
+            stop = unavailable_stop(err, self.log_path)  # as on Ctrl-C, and says how to resume
+            logger.info("%s: %s", self.task.name, stop)  # in the summary and printed
         self.say(self.progress(self.last_current, done=True))
         if stop not in (STOP_BUDGET, "") and self.verbose >= 1:
             print(f"{self.tag} stopped: {stop}", flush=True)

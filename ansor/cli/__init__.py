@@ -7,10 +7,12 @@ with numpy; ``ansor tune NAME --args ... --trials N --log FILE`` tunes any libra
 workload's default schedule, checks it against the numpy reference and times it;
 ``ansor records ...`` summarises, distills and re-measures tuning logs; ``ansor costmodel ...``
 evaluates and trains the cost model; ``ansor network ...`` lists the network zoo, shows a
-network's tuning tasks and compiles and runs one; ``ansor bench`` runs the benchmark suite.
+network's tuning tasks and compiles and runs one; ``ansor bench`` runs the benchmark suite;
+``ansor worker ADDRESS`` starts a Dask worker that builds and measures for the tuning commands'
+``--cluster ADDRESS``.
 
 This module assembles the parser and dispatches; each command group is a module of this package
-(``build``, ``tune``, ``records``, ``costmodel``, ``network``).
+(``build``, ``tune``, ``records``, ``costmodel``, ``network``, ``cluster``).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import Sequence
 
 from measure.runtime import check_num_threads
 
-from . import build, costmodel, network, records, tune
+from . import build, cluster, costmodel, network, records, tune
 
 
 def _check_num_threads() -> bool:
@@ -63,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "against numpy, PyTorch and TVM (ansor bench --help)")
     costmodel.add_parser(sub)
     network.register(sub)
+    cluster.add_worker_parser(sub)
     ns = parser.parse_args(argv)
     runs_kernels = ns.command not in ("workloads", "records") or (
         ns.command == "records" and ns.records_command == "verify")
@@ -72,5 +75,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     handlers = {None: build.cmd_default, "workloads": build.cmd_workloads,
                 "build": build.cmd_build, "tune": tune.cmd_tune, "records": records.cmd_records,
-                "costmodel": costmodel.cmd_costmodel}
+                "costmodel": costmodel.cmd_costmodel, "worker": cluster.cmd_worker}
     return handlers[ns.command](ns)

@@ -7,16 +7,19 @@ installed). The run is resumable (run the same command again: the log's records 
 nothing is measured twice, the cost model is retrained on them) and Ctrl-C safe (the log keeps
 every finished round). It ends with the estimated latency and the measured latency of the network
 compiled with the log's best schedules, beside the untuned network, onnxruntime and PyTorch eager
-(each in a fresh process, alternating: ``ansor.bench.network_compare``).
+(each in a fresh process, alternating: ``ansor.bench.network_compare``). With ``--cluster
+ADDRESS`` the candidates are built and measured on a Dask cluster (``ansor.cli.cluster``).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 from ansor import argtypes
 
+from .cluster import RESUME_HINT, add_cluster_argument, open_cluster
 from .common import print_table
 
 
@@ -52,6 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     q.add_argument("--seq-len", type=argtypes.count(1), default=None, help="sequence length (bert-base-layer)")
     q.add_argument("--image-size", type=argtypes.count(1), default=None, help="image size (CNNs)")
     q.add_argument("--verbose", type=argtypes.count(0), default=1, help="0: quiet, 1: table per round")
+    add_cluster_argument(q)
     q.set_defaults(func=cmd_tune)
     return q
 
@@ -72,6 +76,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not tasks:
         raise SystemExit(f"ansor network tune: {args.model} has no task to tune")
     history = f"{args.log}.latency.tsv"
+    measurers: dict = {}
+    if args.cluster is not None:
+        opened = open_cluster(args.cluster, "ansor network tune")
+        if isinstance(opened, int):
+            return opened
+        measurers = dict(builder=opened[0], runner=opened[1])
     try:
         flt = TaskFilter(pattern=args.tasks, min_share=args.min_share) \
             if args.tasks is not None or args.min_share else None
@@ -81,11 +91,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
         params = None if args.population is None else SearchParams(population_size=args.population)
         opts = TuningOptions(num_measure_trials=args.trials, num_measures_per_round=args.per_round,
                              early_stopping=args.early_stopping, log_file=args.log, seed=args.seed,
-                             verbose=args.verbose, search_params=params)
+                             verbose=args.verbose, search_params=params, **measurers)
         t0 = time.perf_counter()
         res = sched.tune(opts)
     except (ValueError, RecordFileError) as err:  # a filter matching nothing, an unusable log ...
         raise SystemExit(f"ansor network tune: {err}") from None
+    finally:
+        for m in measurers.values():
+            m.close()
     print(f"tuning: {res.trials} new trial(s) ({res.restored} restored) in "
           f"{format_duration(time.perf_counter() - t0)}; history in {history}")
     if plot_latency_history(history, f"{args.log}.latency.png"):
@@ -96,6 +109,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if res.interrupted:
         print(f"interrupted: run the same command again to resume from {args.log}")
         return 130
+    if res.measurement_stopped:  # the cluster went away: the log keeps every finished round
+        print(f"ansor network tune: {res.stop_reason}\n{RESUME_HINT}", file=sys.stderr)
+        return 1
     if not os.path.isfile(args.log):
         return 0
     if args.rounds == 0:

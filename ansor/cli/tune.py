@@ -21,6 +21,7 @@ from measure.runtime import num_threads
 from sketch.search_policy import SearchParams
 
 from . import numpy_matmul
+from .cluster import RESUME_HINT, add_cluster_argument, open_cluster
 from .common import fmt_time
 
 # ``ansor tune`` with no workload: a GEMM small enough that the whole run (search, measurements,
@@ -84,28 +85,35 @@ def _task_and_log(ns: argparse.Namespace) -> tuple[SearchTask, str | None] | int
 
 
 def _runner_and_options(ns: argparse.Namespace, log: str | None,
-                        quick: bool) -> tuple[LocalRunner | None, TuningOptions]:
-    """The runner to close after the run (None: the tuner's own) and the tuning options."""
+                        quick: bool) -> tuple[list, TuningOptions] | int:
+    """The builder and runner to close after the run (none: the tuner's own) and the tuning
+    options, or the exit code of a cluster that cannot be reached."""
     trials = ns.trials if ns.trials is not None else (QUICK_TUNE_TRIALS if quick else 200)
     per_round = (ns.per_round if ns.per_round is not None
                  else QUICK_TUNE_PER_ROUND if quick else 64)
-    runner = None
+    settings: dict = {}
     if quick:
-        runner = LocalRunner(**QUICK_TUNE_RUNNER)
-        # Seeded by default so that the quick start's first round is the same on every run.
-        opts = _tune_options(ns, log, trials, per_round, runner=runner,
-                             seed=0 if ns.seed is None else ns.seed)
-        if opts.verbose:
-            print(f"ansor tune: a short tuning run of a float32 GEMM {QUICK_TUNE_N}^3 on "
-                  f"{num_threads()} thread(s), {trials} trials, then numpy's a @ b for "
-                  "comparison (ansor tune --help for more)", flush=True)
-    else:
-        if ns.timeout is not None or ns.min_repeat_ms is not None:
-            runner = LocalRunner(timeout=ns.timeout if ns.timeout is not None else 10.0,
-                                 min_repeat_ms=ns.min_repeat_ms if ns.min_repeat_ms is not None else 100)
-        opts = _tune_options(ns, log, trials, per_round, seed=ns.seed,
-                             **({"runner": runner} if runner is not None else {}))
-    return runner, opts
+        settings = dict(QUICK_TUNE_RUNNER)
+    elif ns.timeout is not None or ns.min_repeat_ms is not None:
+        settings = dict(timeout=ns.timeout if ns.timeout is not None else 10.0,
+                        min_repeat_ms=ns.min_repeat_ms if ns.min_repeat_ms is not None else 100)
+    kw: dict = {}
+    if ns.cluster is not None:
+        opened = open_cluster(ns.cluster, "ansor tune", **settings)
+        if isinstance(opened, int):
+            return opened
+        kw = dict(builder=opened[0], runner=opened[1])
+    elif quick or settings:
+        kw = dict(runner=LocalRunner(**settings))
+    # Seeded by default in the quick run so that its first round is the same on every run.
+    seed = (0 if ns.seed is None else ns.seed) if quick else ns.seed
+    opts = _tune_options(ns, log, trials, per_round, seed=seed, **kw)
+    if quick and opts.verbose:
+        where = f" on the Dask cluster at {ns.cluster}" if ns.cluster else ""
+        print(f"ansor tune: a short tuning run of a float32 GEMM {QUICK_TUNE_N}^3 on "
+              f"{num_threads()} thread(s){where}, {trials} trials, then numpy's a @ b for "
+              "comparison (ansor tune --help for more)", flush=True)
+    return list(kw.values()), opts
 
 
 def _print_numpy_comparison(result: TuneResult) -> None:
@@ -132,23 +140,29 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if isinstance(found, int):
         return found
     task, log = found
-    runner, opts = _runner_and_options(ns, log, quick)
-    model = _cost_model_arg(ns.cost_model, opts.seed)
+    model = _cost_model_arg(ns.cost_model, ns.seed if ns.seed is not None or not quick else 0)
     if isinstance(model, str):
         print(f"ansor tune: {model}", file=sys.stderr)
         return 2
+    made = _runner_and_options(ns, log, quick)
+    if isinstance(made, int):
+        return made
+    owned, opts = made
     try:
         result = task.tune(opts, cost_model=model)
     except RecordFileError as err:  # the log path is unusable: found before anything is measured
         print(f"ansor tune: {err}", file=sys.stderr)
         return 2
     finally:
-        if runner is not None:
-            runner.close()
+        for m in owned:
+            m.close()
     if result.interrupted:
         return 130
     if result.log_failed:  # e.g. the disk filled up: the log keeps every complete record
         print(f"ansor tune: {result.stop_reason}", file=sys.stderr)
+        return 1
+    if result.measurement_stopped:  # the cluster went away: the log keeps every finished round
+        print(f"ansor tune: {result.stop_reason}\n{RESUME_HINT}", file=sys.stderr)
         return 1
     if result.best_cost is None:
         return 1
@@ -187,6 +201,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-repeat-ms", dest="min_repeat_ms", metavar="MS",
                    type=argtypes.nonnegative(MAX_REPEAT_MS),
                    help="each timing repeats the kernel for at least this long (default 100)")
+    add_cluster_argument(p)
     p.add_argument("--cost-model", dest="cost_model", default="learned", metavar="MODEL",
                    help="'learned' (LightGBM, default), 'random', or a model file saved by "
                    "`ansor costmodel train` (warm start from other tasks' records)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from measure.builder import LocalBuilder
+from measure.host import this_host
 from measure.kernel import load
 from measure.local import measure_batch
 from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput
@@ -92,6 +93,23 @@ def test_build_errors_are_not_run():
     assert res[0].error_no == MeasureErrorNo.INSTANTIATION_ERROR
     assert res[0].error_msg == built[0].error_msg and "nested parallel" in res[0].error_msg
     assert res[1].ok
+    # Every result names the machine: the one that timed it, or for a build error the builder's.
+    assert built[0].host == built[1].host == res[0].host == res[1].host == this_host() != ""
+
+
+def test_run_compiled_takes_the_thread_count_it_is_given(builder, monkeypatch):
+    """What a remote runner does on its machine: time a compiled object of a workload given as
+    data, with the tuner's thread count rather than the environment's."""
+    monkeypatch.setenv("ANSOR_NUM_THREADS", "2")
+    dag, s = F.gemm_tiled(64)
+    built = builder.build([MeasureInput(F.task(dag), s)])
+    with LocalRunner(**FAST) as runner:
+        res = runner.run_compiled(dag.workload_key, dag.to_json(), built[0].compiled, num_threads=1)
+        assert runner.pool.run(F.thread_count, timeout=10).value == 2  # the sandbox's environment
+    assert res.ok and res.host == this_host()
+    assert runner.settings() == dict(timeout=10, memory_limit_gb=8.0, cooldown_interval=0.0,
+                                     enable_cpu_cache_flush=False, check_correctness=False,
+                                     repeat=1, **{k: v for k, v in FAST.items() if k != "repeat"})
 
 
 def test_worker_sandbox_settings(monkeypatch):

@@ -6,6 +6,7 @@ The writer is tested against SIGKILL at a random moment from a separate process.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -23,6 +24,7 @@ from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResu
 from measure.record import (MAX_ERROR_MSG, RECORD_VERSION, RecordFormatError, RecordToFile,
                             RecordWarning, append_durably, decode_line, encode_record,
                             iter_lines, target_summary, truncate_msg)
+from measure.host import clean_host, is_valid_host, this_host
 from measure.target import toolchain_identity
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -57,6 +59,29 @@ def test_line_layout_and_round_trip(task, state):
     assert rec.result == _ok()
     assert rec.flop == task.flop_count
     assert rec.target_key == toolchain_identity()["key"] and rec.is_valid
+
+
+def test_the_host_that_timed_a_record_round_trips_and_old_records_have_none(task, state):
+    line = encode_record(MeasureInput(task, state), dataclasses.replace(_ok(), host="node-7.lab"))
+    obj = json.loads(line)
+    assert obj["result"]["host"] == "node-7.lab"
+    assert decode_line(line).result.host == "node-7.lab"
+    # A line written before hosts were recorded (no field) still loads, with no host.
+    del obj["result"]["host"]
+    old = decode_line(json.dumps(obj))
+    assert old.result.host == "" and old.result == _ok() and old.is_valid
+    # No host, no field: such a line reads the same in a reader that predates the field.
+    assert "host" not in json.loads(encode_record(MeasureInput(task, state), _ok()))["result"]
+    # A name that breaks the rule never reaches a log, whoever made the result.
+    with pytest.raises(ValueError, match="not a host name"):
+        encode_record(MeasureInput(task, state), dataclasses.replace(_ok(), host="a\nb"))
+
+
+def test_host_names_are_cleaned_to_the_rule():
+    assert clean_host("node-7.lab") == "node-7.lab" and is_valid_host("[fe80::1%eth0]")
+    assert clean_host("n\u00f6de 7\n") == "n_de_7_" and is_valid_host(clean_host("n\u00f6de 7\n"))
+    assert clean_host("") == clean_host(None) == "unknown-host"
+    assert len(clean_host("x" * 1000)) == 253 and is_valid_host(this_host())
 
 
 def test_target_summary_identifies_the_toolchain_in_little_space():
@@ -108,6 +133,10 @@ def _line(task, state) -> dict:
     (lambda o: o["result"].update(error_no=42), "error code"),
     (lambda o: o["result"].update(error_msg=["x"]), "error_msg"),
     (lambda o: o["input"].update(flop="many"), "flop"),
+    (lambda o: o["result"].update(host="node 7"), "result.host 'node 7' is not a host name"),
+    (lambda o: o["result"].update(host="evil\x1b[2J"), "is not a host name"),
+    (lambda o: o["result"].update(host="n" * 254), "is not a host name"),
+    (lambda o: o["result"].update(host=["node"]), "result.host must be a string"),
 ])
 def test_invalid_records_are_rejected_with_a_reason(task, state, mutate, message):
     obj = _line(task, state)

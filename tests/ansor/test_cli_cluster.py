@@ -1,0 +1,92 @@
+"""``--cluster`` of ``ansor tune`` and ``ansor network tune``, and ``ansor worker``, against a
+LocalCluster on loopback (two workers, one holding the ``measure`` resource)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from distributed import Client
+
+from ansor.cli import main
+from measure.host import this_host
+from tests.dask_cluster import local_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with local_cluster() as c:
+        yield c
+
+
+def records(path) -> list[dict]:
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def test_tune_on_a_cluster(cluster, tmp_path, capsys):
+    log = tmp_path / "m.json"
+    rc = main(["tune", "matmul", "--args", "16,16,16", "--trials", "4", "--per-round", "4",
+               "--population", "64", "--seed", "0", "--log", str(log), "--cluster",
+               cluster.scheduler_address])
+    assert rc == 0, capsys.readouterr().err
+    assert "[matmul(16, 16, 16)] trials 4/4" in capsys.readouterr().out
+    recs = records(log)
+    assert len(recs) == 4 and all(r["result"]["host"] == this_host() for r in recs)
+
+
+def test_network_tune_on_a_cluster(cluster, tmp_path, capsys):
+    from ansor.graph import GraphBuilder
+    from ansor.graph.onnx_export import export_onnx
+
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("tiny")
+    x = b.input("x", (1, 6, 6, 4))
+    w = b.constant(rng.standard_normal((3, 3, 4, 8)).astype(np.float32), "w")
+    y = b.relu(b.conv2d(x, w, b.constant(rng.standard_normal(8).astype(np.float32), "b"),
+                        padding=1))
+    model = tmp_path / "tiny.onnx"
+    export_onnx(b.build(y), model)
+    log = tmp_path / "net.json"
+    rc = main(["network", "tune", str(model), "--trials", "4", "--per-round", "2",
+               "--population", "32", "--log", str(log), "--seed", "0", "--rounds", "0",
+               "--cluster", cluster.scheduler_address])
+    assert rc == 0, capsys.readouterr().err
+    assert "measured latency of the compiled network" in capsys.readouterr().out
+    assert len(records(log)) >= 4 and all(r["result"].get("host") for r in records(log))
+
+
+def test_a_bad_cluster_address_is_a_usage_error(tmp_path, capsys):
+    rc = main(["tune", "matmul", "--args", "16,16,16", "--trials", "4", "--log",
+               str(tmp_path / "x.json"), "--cluster", "tcp://a\nb"])
+    assert rc == 2 and "ansor tune: --cluster" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists() or (tmp_path / "x.json").stat().st_size == 0
+
+
+def test_worker_command(capsys):
+    assert main(["worker", "tcp://10.0.0.1:8786", "--nthreads", "3", "--print-command"]) == 0
+    out = capsys.readouterr().out
+    assert "distributed.cli.dask_worker tcp://10.0.0.1:8786" in out
+    assert "--nthreads 3" in out and "--resources measure=1" in out
+    assert "--preload measure.cluster_worker" in out
+    assert main(["worker", "tcp://10.0.0.1:8786", "--no-measure", "--print-command"]) == 0
+    assert "--resources" not in capsys.readouterr().out
+
+
+def test_ansor_worker_joins_the_cluster_as_a_measuring_worker(cluster):
+    proc = subprocess.Popen([sys.executable, "-m", "ansor.cli", "worker", cluster.scheduler_address,
+                             "--nthreads", "1", "--name", "ansor-cli-worker"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        with Client(cluster, set_as_default=False) as client:
+            client.wait_for_workers(3, timeout=120)
+            info = client.scheduler_info()["workers"]
+            mine = [w for w in info.values() if w.get("name") == "ansor-cli-worker"]
+            assert len(mine) == 1 and mine[0]["resources"] == {"measure": 1}
+            assert mine[0]["nthreads"] == 1
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    # The preload said what the worker is, at start-up.
+    assert "ansor worker on " in err and "measures" in err, err[-2000:]
