@@ -15,6 +15,7 @@ and commit it with that change, saying why the candidates changed:
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -26,6 +27,7 @@ from cost_model.cost_model import RandomModel
 from measure.builder import LocalBuilder
 from measure.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 from measure.runner import LocalRunner
+from measure.target import host_hardware_params
 from measure.record import encode_record
 
 GOLDEN = Path(__file__).parent / "data" / "candidate_order_gemm512.json"
@@ -75,7 +77,10 @@ class FakeRunner(LocalRunner):
 
 
 def test_fixed_seed_candidate_order() -> None:
-    task = ansor.SearchTask(func="matmul", args=(512, 512, 512))
+    # Every machine fact the search reads is pinned (cores, vector width, registers), so the
+    # golden holds on any host; the target string stays this host's (the fakes run here).
+    hw = dataclasses.replace(host_hardware_params(), num_cores=2, vector_bits=512, num_vector_registers=32)
+    task = ansor.SearchTask(func="matmul", args=(512, 512, 512), hardware_params=hw)
     runner = FakeRunner()
     result = task.tune(ansor.TuningOptions(num_measure_trials=TRIALS,
                                            num_measures_per_round=PER_ROUND, seed=SEED, verbose=0,
