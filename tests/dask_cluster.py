@@ -14,6 +14,7 @@ import os
 import signal
 from typing import Any, Iterator
 
+import pytest
 from distributed import Client, LocalCluster
 
 
@@ -43,6 +44,19 @@ def local_cluster() -> Iterator[LocalCluster]:
             os.environ.pop("ANSOR_NUM_THREADS", None)
         else:
             os.environ["ANSOR_NUM_THREADS"] = saved
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    """One cluster per test module (starting one takes seconds)."""
+    with local_cluster() as c:
+        yield c
+
+
+@pytest.fixture
+def client(cluster: LocalCluster) -> Iterator[Client]:
+    with Client(cluster, set_as_default=False) as c:
+        yield c
 
 
 def workers(client: Client) -> tuple[str, str]:

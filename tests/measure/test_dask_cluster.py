@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from distributed import Client, get_task_stream
+from distributed import get_task_stream
 
 from measure.builder import LocalBuilder
 from measure.cluster import Cluster, identity_difference, read_facts, threads_conflict
@@ -27,23 +27,12 @@ from measure.local import measure_batch
 from measure.measure import MeasureErrorNo as Err, MeasureInput, MeasureUnavailableError
 from measure.runner import LocalRunner
 from measure.target import toolchain_identity
-from tests.dask_cluster import local_cluster, pretend, pretend_host, workers
+from tests.dask_cluster import client, cluster, pretend, pretend_host, workers  # noqa: F401 - fixtures
 from tests.measure import faults as F
 
 FAST = dict(number=1, repeat=1, min_repeat_ms=0, warmup_ms=0)
 ROOT = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture(scope="module")
-def cluster():
-    with local_cluster() as c:
-        yield c
-
-
-@pytest.fixture
-def client(cluster):
-    with Client(cluster, set_as_default=False) as c:
-        yield c
 
 
 def batch() -> list[MeasureInput]:

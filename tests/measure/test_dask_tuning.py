@@ -17,7 +17,6 @@ import os
 from pathlib import Path
 
 import pytest
-from distributed import Client
 
 import ansor
 from cost_model.cost_model import RandomModel
@@ -27,7 +26,7 @@ from measure.dask_runner import DaskRunner
 from measure.host import this_host
 from measure.runner import LocalRunner
 from sketch.search_policy import SearchParams
-from tests.dask_cluster import local_cluster, sigkill, workers
+from tests.dask_cluster import client, cluster, local_cluster, sigkill, workers  # noqa: F401 - fixtures
 
 FAST = dict(number=1, repeat=1, min_repeat_ms=0, warmup_ms=0)
 # No measured state seeds the search and the model scores at random from its seed: the
@@ -35,17 +34,6 @@ FAST = dict(number=1, repeat=1, min_repeat_ms=0, warmup_ms=0)
 # which differ between any two runs.
 SEEDED = SearchParams(population_size=64, num_generations=1, use_measured_ratio=0.0)
 
-
-@pytest.fixture(scope="module")
-def cluster():
-    with local_cluster() as c:
-        yield c
-
-
-@pytest.fixture
-def client(cluster):
-    with Client(cluster, set_as_default=False) as c:
-        yield c
 
 
 @pytest.fixture

@@ -82,7 +82,8 @@ def test_bad_pack_says_what_is_wrong(bad, match):
 
 # ---- results on prime extents ------------------------------------------------------------------------
 
-CASES = [(m, n, k) for m, n, k in [(1, 1, 1), (3, 7, 17), (17, 31, 97), (97, 17, 3), (31, 97, 7), (7, 3, 31)]]
+# (M, N, K) from the prime extents 1, 3, 7, 17, 31, 97: every one in every role
+CASES = [tuple(PRIMES[i] for i in ix) for ix in [(0, 0, 0), (1, 2, 3), (3, 4, 5), (5, 3, 1), (4, 5, 2), (2, 1, 4)]]
 
 
 @pytest.mark.parametrize("M,N,K", CASES)
