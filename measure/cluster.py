@@ -20,6 +20,7 @@ ansor-py works without the ``cluster`` extra; using a cluster without it says ho
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import time
@@ -33,6 +34,22 @@ from .host import clean_host
 from .measure import MeasureUnavailableError
 
 logger = logging.getLogger("ansor.cluster")
+
+
+class _ConnectionLossFilter(logging.Filter):
+    """Drops log records whose exception is a lost connection (or the cancellation it causes)."""
+
+    def __init__(self, comm_closed: type) -> None:
+        super().__init__()
+        self.kinds = (comm_closed, ConnectionError, asyncio.CancelledError)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        while exc is not None:
+            if isinstance(exc, self.kinds):
+                return False
+            exc = exc.__cause__ or exc.__context__
+        return True
 
 INSTALL_HINT = "pip install 'ansor-py[cluster]'"
 MEASURE_RESOURCE = "measure"
@@ -149,6 +166,16 @@ class Cluster:
         self._told: set[tuple[str, str]] = set()  # (address, reason) already logged
 
     # ---- connection ----
+    @staticmethod
+    def _quiet_connection_loss(distributed: Any) -> None:
+        """Dask's client logs a lost scheduler as an ERROR with three chained tracebacks; the run
+        reports the loss itself (MeasureUnavailableError: what happened, how to resume), so
+        those records are dropped. Other client errors still print."""
+        log = logging.getLogger("distributed.client")
+        if any(isinstance(f, _ConnectionLossFilter) for f in log.filters):
+            return
+        log.addFilter(_ConnectionLossFilter(distributed.comm.core.CommClosedError))
+
     @classmethod
     def connect(cls, where: Any, timeout: float = 30.0) -> "Cluster":
         """The shared connection to ``where``: a scheduler address (``tcp://host:8786``), a
@@ -174,6 +201,7 @@ class Cluster:
         if isinstance(where, distributed.Client):
             cluster = cls(where, address, owned=False, key=key)
         else:
+            cls._quiet_connection_loss(distributed)
             try:
                 client = distributed.Client(address, timeout=timeout, set_as_default=False,
                                             name="ansor-tuner")

@@ -184,3 +184,38 @@ def test_the_core_and_the_cli_work_without_dask():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_a_lost_scheduler_is_not_logged_as_dask_tracebacks(capsys):
+    """The run reports a lost scheduler itself; Dask's client ERROR records with the chained
+    connection tracebacks are dropped, its other errors still print."""
+    import asyncio
+    import logging
+
+    import distributed
+
+    from measure.cluster import Cluster
+
+    Cluster._quiet_connection_loss(distributed)
+    Cluster._quiet_connection_loss(distributed)  # once only
+    log = logging.getLogger("distributed.client")
+    assert sum(type(f).__name__ == "_ConnectionLossFilter" for f in log.filters) == 1
+    handler = logging.StreamHandler()
+    log.addHandler(handler)
+    try:
+        try:
+            try:
+                raise distributed.comm.core.CommClosedError("in <TCP (closed)>: reset by peer")
+            except distributed.comm.core.CommClosedError:
+                raise asyncio.CancelledError()
+        except asyncio.CancelledError:
+            log.error("", exc_info=True)
+        try:
+            raise ValueError("something else")
+        except ValueError:
+            log.error("other failure", exc_info=True)
+    finally:
+        log.removeHandler(handler)
+    err = capsys.readouterr().err
+    assert "CommClosedError" not in err and "CancelledError" not in err
+    assert "other failure" in err and "ValueError: something else" in err
