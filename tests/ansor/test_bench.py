@@ -301,3 +301,31 @@ def test_search_ablation_parses_variants_by_field_type() -> None:
             parse(bad)
     with pytest.raises(ValueError, match="imperfect_split_prob"):
         parse("imperfect_split_prob=2")
+
+
+# ---- benchmarks/peak_flops.py: the FMA ceiling must fit the host's register file -------------------
+
+@pytest.mark.parametrize("cpu,lanes,registers", [("znver3", 8, 16), ("znver4", 16, 32)])
+def test_peak_flops_chains_live_in_registers(cpu, lanes, registers):
+    """On an AVX2 core (16 ymm) the old 24 chains spilled to the stack and measured a third of the
+    ceiling; the chain count now follows the register file, and the loop has no stack access."""
+    import llvmlite.binding as llvm
+
+    pf = _benchmark_module("peak_flops")
+    chains = pf.chains_for(registers)
+    assert chains == registers - pf.SPARE_REGISTERS and chains >= 8
+
+    from measure import target
+
+    target.target_machine()  # initialises LLVM's x86 target
+    tm = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
+        cpu=cpu, features="", opt=3)
+
+    def spills(n_chains: int) -> int:
+        """Stack accesses in the compiled loop (the accumulators that did not fit)."""
+        asm = tm.emit_assembly(llvm.parse_assembly(pf._ir(lanes, n_chains)))
+        return sum("(%rsp)" in line for line in asm.splitlines())
+
+    assert spills(chains) == 0
+    if registers == 16:
+        assert spills(24) > 0  # what the old fixed count did on AVX2
