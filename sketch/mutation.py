@@ -24,7 +24,7 @@ from typing import Callable
 
 from .init_population import (UNROLL_PRAGMA, _default_params, compute_at_candidates, divisors,
                               imperfect_pool, imperfect_prob, is_tiled, needs_tiling,
-                              sample_imperfect_lengths, split_tail)
+                              sample_imperfect_lengths, split_tail, tail_waste)
 from .loop_state import InvalidStepError, Memo, State
 from .replay import TRACE, replay, replay_edited
 from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep, PackStep,
@@ -89,10 +89,13 @@ def _imperfect_move(state: State, i: int, step: SplitStep, rng: random.Random,
             rest *= x
     options = [v for v in pool if v != step.lengths[level] and rest * v <= step.extent
                and (level != n - 1 or v <= cap)]
+    # Within the waste bound when some are: a level redrawn at random mostly leaves a grid that
+    # overshoots the extent by a large share (module init_population, tail_waste).
+    options = [v for v in options if tail_waste(step.extent, rest * v) <= params.max_tail_waste] or options
     if options and rng.random() < 0.5:
         lengths = step.lengths[:level] + (options[rng.randrange(len(options))],) + step.lengths[level + 1:]
     else:  # a fresh draw of every level: the way out of a split whose other levels fill the extent
-        lengths = sample_imperfect_lengths(step.extent, n, cap, lanes, rng)
+        lengths = sample_imperfect_lengths(step.extent, n, cap, lanes, rng, params.max_tail_waste)
         if lengths == step.lengths:
             return None
     trace = state.memoized(TRACE) or {}

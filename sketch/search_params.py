@@ -42,6 +42,9 @@ class SearchParams:
     # that are a multiple of the vector lanes and for the others (primes, 1000, 197, ...).
     imperfect_split_prob: float = 0.1
     awkward_imperfect_split_prob: float = 0.75
+    # An imperfect split's rounded-up grid may exceed the extent by at most this share (points
+    # recomputed by a shift, run through tests by a peel) when a few draws find such lengths.
+    max_tail_waste: float = 0.05
     shift_tail_prob: float = 0.5  # a stage without reduction: shift its partial tile (else peel)
     # Sketches that also copy a tiled stage's reused input (a GEMM's B, a weight) into blocks of
     # the register tile's width, zero-padded (PackStep); False derives only the unpacked ones.
@@ -65,6 +68,8 @@ class SearchParams:
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"SearchParams.{name} must be in [0, 1], got {v}")
+        if not 0.0 <= self.max_tail_waste:
+            raise ValueError(f"SearchParams.max_tail_waste must be >= 0, got {self.max_tail_waste}")
         if self.max_innermost_split_factor < 1 or not self.auto_unroll_steps:
             raise ValueError("max_innermost_split_factor must be >= 1 and auto_unroll_steps non-empty")
         if min(self.candidate_pool_factor, self.evolution_max_attempts_factor,

@@ -142,7 +142,13 @@ def test_mutate_respects_the_weights():
                                mutate_parallel_weight=0, mutate_auto_unroll_weight=1
                                ).with_hardware(host_hardware_params())
     assert {M.mutate(s, rng, only_unroll)[1] for s in pop} == {"auto_unroll"}
-    kinds = Counter(M.mutate(pop[k % len(pop)], rng, PARAMS)[1] for k in range(400))
+    kinds: Counter = Counter()
+    for k in range(400):
+        try:
+            kinds[M.mutate(pop[k % len(pop)], rng, PARAMS)[1]] += 1
+        except InvalidStepError:  # by contract: the chosen mutation found nothing valid to do
+            kinds["invalid"] += 1
+    assert kinds["invalid"] < 40
     assert kinds["tile_size"] > 300  # 0.90 of the weight (no compute_at to move here)
 
 
