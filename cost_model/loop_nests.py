@@ -79,7 +79,7 @@ def tested_share(stage: Stage, ext: list[int]) -> float:
         tail = getattr(rel, "tail", "guard")
         if tail == "guard" or (tail == "shift" and tile > parent):
             return 1.0
-        if tail == "peel":
+        if tail in ("peel", "pad"):  # a pad at root (no local tile to fill) peels
             keep *= 1.0 - 1.0 / outer
     return 1.0 - keep
 

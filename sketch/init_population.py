@@ -258,18 +258,24 @@ def sample_imperfect_lengths(extent: int, n_lengths: int, max_innermost: int, la
 
 
 def split_tail(state: State, stage_id: int, extent: int, lengths: Sequence[int],
-               rng: random.Random, params: "SearchParams") -> str:
+               rng: random.Random, params: "SearchParams", iter_id: int | None = None) -> str:
     """The tail strategy of a split with these lengths: "guard" when they divide the extent (the
     code is as without tails), else "shift" (stages without a reduction, with
-    ``shift_tail_prob``) or "peel"."""
+    ``shift_tail_prob``), "pad" (a spatial loop ``iter_id`` of a stage with a reduction - the
+    accumulator a cache_write makes - with ``pad_tail_prob``) or "peel"."""
     prod = 1
     for x in lengths:
         prod *= x
     if extent % prod == 0:
         return "guard"
-    op = state.stages[stage_id].op if 0 <= stage_id < len(state.stages) else None
+    st = state.stages[stage_id] if 0 <= stage_id < len(state.stages) else None
+    op = st.op if st is not None else None
     pure = isinstance(op, ComputeOp) and not op.reduce_axes
-    return "shift" if pure and rng.random() < params.shift_tail_prob else "peel"
+    if pure:
+        return "shift" if rng.random() < params.shift_tail_prob else "peel"
+    spatial = (st is not None and iter_id is not None and 0 <= iter_id < len(st.leaves)
+               and st.iters[st.leaves[iter_id]].kind == "spatial")
+    return "pad" if spatial and rng.random() < params.pad_tail_prob else "peel"
 
 
 def sample_split(state: State, step: SplitStep, extent: int, rng: random.Random,
@@ -281,7 +287,7 @@ def sample_split(state: State, step: SplitStep, extent: int, rng: random.Random,
     if p > 0.0 and rng.random() < p:  # no draw at 0: the search is then exactly as before
         lengths = sample_imperfect_lengths(extent, n, cap, params.max_vector_lanes or 8, rng,
                                            params.max_tail_waste)
-        return lengths, split_tail(state, step.stage_id, extent, lengths, rng, params)
+        return lengths, split_tail(state, step.stage_id, extent, lengths, rng, params, step.iter_id)
     return sample_split_lengths(extent, n, step.inner_to_outer, cap, rng), "guard"
 
 

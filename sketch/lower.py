@@ -53,6 +53,7 @@ class _Ctx:
     buffer: L.Buffer | None = None
     region_local: bool = False  # buffer holds only the region (indices minus root_min)
     peels: bool = False  # a split of it (or of a stage it is computed in) has a non-guard tail
+    clamp_axes: frozenset[int] = frozenset()  # "pad" axes: computed past the domain, reads clamped
 
 
 def lower(state: State, name: str = "default_function") -> L.PrimFunc:
@@ -168,6 +169,13 @@ class _Lowering:
                         c.region_checks.append((d, "lt", op.shape[d]))
                     if lo_min < 0:
                         c.region_checks.append((d, "ge", 0))
+            if s.compute_at == "iter" and self._param_for(k) is None:
+                pad = self._pad_axes(k)
+                if pad:
+                    # The local buffer holds the whole tile: computing past the domain is safe, and
+                    # only the consumer's copy-out needs the test.
+                    c.region_checks = [r for r in c.region_checks if not (r[0] in pad and r[1] == "lt")]
+                    c.clamp_axes = pad
             checks = [E.compare(cmp, c.axis_value[d], b) for d, cmp, b in c.region_checks]
             if c.peels:
                 self.peel_atoms.update(id(g) for g in checks)
@@ -181,6 +189,36 @@ class _Lowering:
                     c.buffer = L.Buffer(op.name, region, op.dtype, "local")
                     c.region_local = True
             self.ctx[k] = c
+
+    def _pad_axes(self, k: int) -> frozenset[int]:
+        """The spatial axes of stage ``k`` split with the "pad" tail whose reads can be clamped
+        cheaply: an index of the vectorized axis must be a block index (``j // v``, one value per
+        vector, as a packed input's) - clamping a per-lane index would make a gather."""
+        s = self.stages[k]
+        op = s.op
+        n_sp = len(op.axes)
+        pad = {r.parent for r in s.relations
+               if isinstance(r, SplitRel) and r.tail == "pad" and r.parent < n_sp}
+        if not pad:
+            return frozenset()
+        vec_roots: set[int] = set()
+        vec_ext = 1
+        for lid in s.leaves:
+            if s.iters[lid].annotation == "vectorize":
+                vec_ext = s.iters[lid].extent
+                vec_roots |= _root_axes(s, lid)
+        loads = [n for n in E.post_order(self.body[k]) if isinstance(n, E.TensorLoad)]
+        ok = set()
+        for d in pad:
+            if d not in vec_roots:
+                ok.add(d)
+                continue
+            axis = op.axes[d]
+            if all(_block_index(i, vec_ext) or _in_range(i, x.tensor.shape[dim])
+                   for x in loads for dim, i in enumerate(x.indices)
+                   if any(v is axis for v in E.free_vars(i))):
+                ok.add(d)
+        return frozenset(ok)
 
     def _enclosing(self, k: int) -> list[tuple[E.Var, int, str]]:
         s = self.stages[k]
@@ -253,6 +291,7 @@ class _Lowering:
         op = self.stages[k].op
         mapping = {id(a): v for a, v in zip(op.axes, c.axis_value)}
         mapping.update({id(a): v for a, v in zip(op.reduce_axes, c.reduce_value)})
+        clamp = {id(op.axes[d]) for d in c.clamp_axes}
         memo: dict[int, E.Expr] = {}
 
         def fn(x: E.Expr) -> E.Expr | None:
@@ -262,6 +301,12 @@ class _Lowering:
                 p = self.producer_of[id(x.tensor)]
                 pc = self.ctx[p]
                 idx = [E.rewrite(i, fn, memo) for i in x.indices]
+                if clamp:
+                    # A padded point reads the last real row / block instead of past the tensor.
+                    idx = [E.binary("min", i, x.tensor.shape[d] - 1)
+                           if any(id(v) in clamp for v in E.free_vars(orig))
+                           and not _in_range(orig, x.tensor.shape[d]) else i
+                           for d, (i, orig) in enumerate(zip(idx, x.indices))]
                 if pc.region_local:
                     idx = [simplify(i - m) for i, m in zip(idx, pc.root_min)]
                 return L.buffer_load(pc.buffer, idx)
@@ -451,3 +496,35 @@ def state_str(state: State) -> str:
     if inl:
         lines.append("Inlined: " + ", ".join(inl))
     return "\n".join(lines)
+
+
+def _root_axes(stage, lid: int) -> set[int]:
+    """The root iterators leaf ``lid`` of ``stage`` derives from (through splits and fuses)."""
+    out: set[int] = set()
+    todo = [lid]
+    while todo:
+        x = todo.pop()
+        parents = None
+        for r in stage.relations:
+            if isinstance(r, SplitRel) and x in r.children:
+                parents = [r.parent]
+            elif not isinstance(r, SplitRel) and getattr(r, "child", None) == x:
+                parents = list(r.parents)
+        if parents is None:
+            out.add(x)
+        else:
+            todo.extend(parents)
+    return out
+
+
+def _in_range(index: E.Expr, extent: int) -> bool:
+    """``index`` is ``x % c`` with ``c <= extent``: never out of range (a packed block's lane)."""
+    return (isinstance(index, E.Binary) and index.op == "floormod" and isinstance(index.b, E.Const)
+            and 0 < int(index.b.value) <= extent)
+
+
+def _block_index(index: E.Expr, lanes: int) -> bool:
+    """``index`` is ``(... axis ...) // c`` with ``c`` a multiple of ``lanes``: one value per
+    aligned vector (a packed input's block index)."""
+    return (isinstance(index, E.Binary) and index.op == "floordiv" and isinstance(index.b, E.Const)
+            and int(index.b.value) % max(1, lanes) == 0)

@@ -101,7 +101,7 @@ def _imperfect_move(state: State, i: int, step: SplitStep, rng: random.Random,
     trace = state.memoized(TRACE) or {}
     at = trace.get(i, state)  # the state the split applies to (its stage ids)
     return replace(step, lengths=lengths,
-                   tail=split_tail(at, step.stage_id, step.extent, lengths, rng, params))
+                   tail=split_tail(at, step.stage_id, step.extent, lengths, rng, params, step.iter_id))
 
 
 def mutate_tile_size(state: State, rng: random.Random, params: "SearchParams | None" = None) -> State:

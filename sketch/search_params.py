@@ -46,6 +46,9 @@ class SearchParams:
     # recomputed by a shift, run through tests by a peel) when a few draws find such lengths.
     max_tail_waste: float = 0.05
     shift_tail_prob: float = 0.5  # a stage without reduction: shift its partial tile (else peel)
+    # A spatial split of a stage with a reduction (a cache_write accumulator): pad its partial
+    # tile (computed whole into the local buffer, reads clamped; only the copy-out tests), else peel.
+    pad_tail_prob: float = 0.5
     # Sketches that also copy a tiled stage's reused input (a GEMM's B, a weight) into blocks of
     # the register tile's width, zero-padded (PackStep); False derives only the unpacked ones.
     pack_inputs: bool = True
@@ -64,7 +67,7 @@ class SearchParams:
         if self.population_size < 1 or self.num_generations < 0:
             raise ValueError("population_size must be >= 1 and num_generations >= 0")
         for name in ("mutation_prob", "eps_greedy", "use_measured_ratio", "imperfect_split_prob",
-                     "awkward_imperfect_split_prob", "shift_tail_prob"):
+                     "awkward_imperfect_split_prob", "shift_tail_prob", "pad_tail_prob"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"SearchParams.{name} must be in [0, 1], got {v}")

@@ -23,7 +23,11 @@ ANNOTATIONS = ("none", "parallel", "vectorize", "unroll")
 # - "shift": the last tile is shifted inwards to end at the extent, so no test at all and a few
 #   points are computed twice; only for stages without a reduction (a recomputed point must be
 #   a plain write of the same value).
-SPLIT_TAILS = ("guard", "peel", "shift")
+# - "pad": for a stage computed into a local buffer at a tile of its consumer (a cache_write
+#   accumulator): the whole tile is computed, past the extent too, reading clamped indices
+#   (a row past M reads row M - 1, a packed block past the last reads the last), and only the
+#   consumer's copy-out tests; as "peel" where that does not apply (lowering decides per axis).
+SPLIT_TAILS = ("guard", "peel", "shift", "pad")
 
 
 class InvalidStepError(ValueError):

@@ -41,6 +41,10 @@ def _do_split(state: State, step: Step, sid: int, pos: int, lengths: tuple[int, 
         # A shifted tile computes some points twice; a reduction would accumulate them twice.
         raise InvalidStepError(f"split of {it.name} in stage {st.name}: the shift tail strategy "
                                "needs a stage without a reduction")
+    if tail == "pad" and it.kind == "reduce":
+        # Points past a reduction's extent would add to real outputs; only spatial axes pad.
+        raise InvalidStepError(f"split of {it.name} in stage {st.name}: the pad tail strategy "
+                               "needs a spatial loop")
     if it.annotation != "none":
         raise InvalidStepError(f"cannot split {it.name} of stage {st.name}: it is annotated "
                                f"{it.annotation}; split before annotating")

@@ -62,6 +62,8 @@ class IndexAnalysis(Emitter):
                     return (n.a,)
                 if n.op == "mul" and isinstance(n.a, E.Const):
                     return (n.b,)
+                if n.op in ("min", "max"):
+                    return (n.a, n.b)
                 return ()
             if isinstance(n, E.Cast) and n.dtype in _INDEX_DTYPES and n.value.dtype in _INDEX_DTYPES:
                 return (n.value,)
@@ -83,6 +85,8 @@ class IndexAnalysis(Emitter):
                     return None if ks[0] is None else ks[0] * c
                 if n.op in ("floordiv", "floormod"):
                     return self._lin_floor(n)
+                if n.op in ("min", "max") and ks == [0, 0]:
+                    return 0  # a clamped block index (a "pad" tail): still one value per vector
                 return None
             if isinstance(n, E.Cast) and n.dtype in _INDEX_DTYPES and n.value.dtype in _INDEX_DTYPES:
                 return ks[0]

@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 
 import ansor
+from compute import loop_ir as L
 from compute.ops import workloads as W
 from compute.reference import evaluate
 from measure.target import host_hardware_params
 from sketch.init_population import sample_initial_population
 from sketch.loop_state import InvalidStepError
+from sketch.lower import lower
 from sketch.search_params import SearchParams
 from sketch.sketch_rules import generate_sketches, packable_input
 from sketch.transform_steps import FollowSplitStep, PackStep, SplitStep, step_from_json
@@ -88,7 +90,8 @@ CASES = [tuple(PRIMES[i] for i in ix) for ix in [(0, 0, 0), (1, 2, 3), (3, 4, 5)
 
 @pytest.mark.parametrize("M,N,K", CASES)
 @pytest.mark.parametrize("reg,out_tail,acc_tail", [((4, 16, 8), "peel", "peel"), ((3, 6, 5), "guard", "peel"),
-                                                    ((2, 5, 3), "peel", "guard")])
+                                                    ((2, 5, 3), "peel", "guard"), ((4, 16, 8), "peel", "pad"),
+                                                    ((3, 8, 2), "shift", "pad")])
 def test_packed_gemm_on_prime_extents_matches_reference(M, N, K, reg, out_tail, acc_tail):
     reg = tuple(min(r, e) for r, e in zip(reg, (M, N, K)))
     tile = (min(8, M), min(2 * reg[1], N))
@@ -120,6 +123,39 @@ def test_packed_micro_kernel_reads_whole_vectors():
     k = ansor.build(s)
     assert "masked.gather" not in k.llvm_ir
     assert "load <16 x float>" in k.llvm_ir
+
+
+def test_padded_accumulator_runs_without_tests_and_reads_clamped():
+    """A "pad" tail on the accumulator's i and j: the whole register tile is computed past M and N
+    into the local buffer (rows clamped to M - 1, packed blocks to the last), so the accumulator
+    has no test left anywhere, partial tiles included; only the copy-out tests, and no gather."""
+    dag, s = packed_gemm(61, 97, 31, (16, 32), (4, 16, 8), out_tail="peel", acc_tail="pad")
+    f = lower(s)
+    # The accumulator's nests (under its outer reduction loop k.0): the only tests left in them
+    # are the k tail's (k < 31), none on the rows (< 61) or columns (< 97). With "peel" there are.
+    def row_col_tests(state) -> int:
+        nests = [x for x in L.walk(lower(state).body) if isinstance(x, L.For) and x.var.name == "k.0"]
+        assert nests
+        return sum(1 for x in nests for y in L.walk(x) if isinstance(y, L.IfThenElse)
+                   and ("< 61" in str(y.cond) or "< 97" in str(y.cond)))
+    assert row_col_tests(s) == 0
+    assert row_col_tests(packed_gemm(61, 97, 31, (16, 32), (4, 16, 8), "peel", "peel")[1]) > 0
+    assert "min(" in str(f) and ", 60)" in str(f) and ", 6)" in str(f)  # rows and blocks clamped
+    k = ansor.build(s)
+    assert "masked.gather" not in k.llvm_ir
+    assert_matches_reference(k, dag, _inputs(dag), what="61x97x31 pad")
+
+
+def test_pad_on_an_unpacked_vector_axis_keeps_its_test():
+    """Unpacked, a vector past N would read B[k, min(j, N - 1)] lane by lane (a gather): lowering
+    keeps that axis's test (a peel) and pads only the rows."""
+    dag, s = gemm_state(61, 97, 31, (16, 32), (4, 16, 8), "peel", "pad")
+    f = lower(s)
+    text = str(f)
+    assert "min(" in text and ", 60)" in text and ", 96)" not in text
+    k = ansor.build(s)
+    assert "masked.gather" not in k.llvm_ir
+    assert_matches_reference(k, dag, _inputs(dag), what="61x97x31 unpacked pad")
 
 
 # ---- the sketches ------------------------------------------------------------------------------------

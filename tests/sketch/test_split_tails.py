@@ -1,4 +1,4 @@
-"""Splits whose parts do not divide the extent: the tail strategies (guard, peel, shift), their
+"""Splits whose parts do not divide the extent: the tail strategies (guard, peel, shift, pad), their
 records, the code they lower to, and their results on prime extents against the reference."""
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def gemm_state(M: int, N: int, K: int, tile: tuple[int, int], reg: tuple[int, in
     s = s.compute_at(CL, C, 0)
     s = s.split(C, "j.1", [reg[1]], tail=out_tail).vectorize(C, "j.1.1")
     s = s.split(CL, "i", [reg[0]], tail=acc_tail).split(CL, "j", [reg[1]], tail=acc_tail)
-    s = s.split(CL, "k", [reg[2]], tail=acc_tail)
+    s = s.split(CL, "k", [reg[2]], tail="peel" if acc_tail == "pad" else acc_tail)  # k cannot pad
     s = s.reorder(CL, ["k.0", "i.0", "j.0", "k.1", "i.1", "j.1"])
     return dag, s.unroll(CL, "i.1").vectorize(CL, "j.1")
 
@@ -131,7 +131,7 @@ def test_random_imperfect_gemm_tiles_match_the_reference(M, N, K, seed):
     rng = random.Random(seed)
     tile = (rng.randint(1, 12), rng.randint(1, 12))
     reg = (rng.randint(1, 6), rng.choice([1, 3, 4, 8, 16]), rng.randint(1, 9))
-    out_tail, acc_tail = rng.choice(SPLIT_TAILS), rng.choice(("guard", "peel"))
+    out_tail, acc_tail = rng.choice(SPLIT_TAILS), rng.choice(("guard", "peel", "pad"))
     try:
         dag, s = gemm_state(M, N, K, tile, reg, out_tail, acc_tail)
     except InvalidStepError:
