@@ -107,8 +107,31 @@ class Statements(Emitter):
                 self.do(f"; {FALLBACK_MARK} {_hint(s.var.name, MAX_SYMBOL_LEN)}")
                 self.counted_loop(s.var, "0", str(s.extent), lambda: self.stmt(s.body), None)
         else:
+            bound = _trip_bound(s) if self.vec is None else None
+            if bound is not None:
+                self._bounded_for(s, *bound)
+                return
             md = self.mod.loop_md('!"llvm.loop.unroll.full"') if s.kind == "unrolled" else None
             self.counted_loop(s.var, "0", str(s.extent), lambda: self.stmt(s.body), md)
+
+    def _bounded_for(self, s: L.For, offset: E.Expr | None, limit: E.Expr, body: L.Stmt) -> None:
+        """``for v in range(n): if offset + v < limit: body`` as ``for v in range(min(n, limit -
+        offset)): body``: the tail of a split reduction (``k.0*8 + k.1 < 31``) then runs without a
+        test per iteration, and its accumulators stay in registers as in the full tiles."""
+        self.memo = {}
+        lim = self.wide(limit)
+        if offset is not None:
+            lim = self.binop("sub", lim, self.wide(offset))
+        self.memo = {}
+        short = self.cmp("icmp slt", lim, _Val(str(s.extent), "i64"))
+        end = self.select(short, lim, _Val(str(s.extent), "i64"))
+        some = self.cmp("icmp sgt", end, _Val("0", "i64"))
+        run, done = self.label("tail"), self.label("endtail")
+        self.do(f"br i1 {some.ref}, label %{run}, label %{done}")
+        self.block(run)
+        self.counted_loop(s.var, "0", end.ref, lambda: self.stmt(body), None)
+        self.br(done)
+        self.block(done)
 
     def counted_loop(self, var: E.Var, start: str, end: str, body: Callable[[], None],
                      md: str | None) -> None:
@@ -138,6 +161,50 @@ class Statements(Emitter):
         self.do(f"br i1 {c}, label %{hdr}, label %{ext}{tail}")
         self.lines[slot] = f"  {iv} = phi i64 [ {start}, %{pre} ], [ {nxt}, %{self.cur} ]"
         self.block(ext)
+
+
+def _trip_bound(s: L.For) -> tuple[E.Expr | None, E.Expr, L.Stmt] | None:
+    """``(offset, limit, body)`` when the loop's whole body is ``if offset + v < limit and rest:
+    inner`` (``offset`` and ``limit`` free of the loop variable ``v``); ``body`` is the guarded
+    statement with the other conditions kept. None otherwise."""
+    b = s.body
+    if not (isinstance(b, L.IfThenElse) and b.else_case is None):
+        return None
+    v = s.var
+
+    def free_of_v(e: E.Expr) -> bool:
+        return all(x is not v for x in E.free_vars(e))
+
+    parts = _atoms(b.cond)
+    for k, a in enumerate(parts):
+        if not (isinstance(a, E.Compare) and a.op == "lt" and free_of_v(a.b)):
+            continue
+        lhs = a.a
+        if lhs is v:
+            offset = None
+        elif isinstance(lhs, E.Binary) and lhs.op == "add" and lhs.b is v and free_of_v(lhs.a):
+            offset = lhs.a
+        elif isinstance(lhs, E.Binary) and lhs.op == "add" and lhs.a is v and free_of_v(lhs.b):
+            offset = lhs.b
+        else:
+            continue
+        if v.dtype != a.b.dtype or (offset is not None and offset.dtype != v.dtype):
+            continue
+        rest = parts[:k] + parts[k + 1:]
+        body: L.Stmt = b.then_case
+        if rest:
+            cond = rest[0]
+            for r in rest[1:]:
+                cond = E.binary("and", cond, r)
+            body = L.IfThenElse(cond, body)
+        return offset, a.b, body
+    return None
+
+
+def _atoms(cond: E.Expr) -> list[E.Expr]:
+    if isinstance(cond, E.Binary) and cond.op == "and":
+        return _atoms(cond.a) + _atoms(cond.b)
+    return [cond]
 
 
 def limit_unrolling(stmt: L.Stmt) -> L.Stmt:

@@ -840,3 +840,30 @@ def test_plain_float_adds_carry_no_reassoc():
     k = build_func(L.PrimFunc("add", (A, B, C), L.For(i, n, "serial",
                                                        L.Store(C, (i,), A.load(i) + B.load(i)))))
     assert "reassoc" not in k.llvm_ir
+
+
+@pytest.mark.parametrize("n", [1, 5, 8, 21, 24])
+def test_guarded_loop_body_becomes_a_shorter_trip_count(n):
+    """``for o: for v in 0..8: if o*8 + v < n and v != 3: Out[o] += A[o*8 + v]`` (the tail of a
+    split reduction) runs ``min(8, n - o*8)`` iterations with only the other condition left
+    inside: no per-iteration test of the bound, so a tail's accumulators can stay in registers."""
+    A = L.Buffer("A", (24,), "float32")
+    Out = L.Buffer("Out", (3,), "float32")
+    o, v = E.var("o"), E.var("v")
+    idx = o * 8 + v
+    cond = E.binary("and", idx < n, E.compare("ne", v, E.const(3)))
+    body = L.For(o, 3, "serial", L.For(v, 8, "serial", L.IfThenElse(
+        cond, L.Store(Out, (o,), Out.load(o) + A.load(idx)))))
+    k = build_func(L.PrimFunc("tripcount", (A, Out), body))
+    ir = k.llvm_ir
+    assert re.search(r"^tail\d*:", ir, re.M)  # the bounded loop's entry block
+    assert "icmp ne" in ir  # the other condition stays, inside the loop
+    a = RNG.standard_normal(24).astype(np.float32)
+    out = np.zeros(3, np.float32)
+    k(a, out)
+    want = np.zeros(3, np.float32)
+    for oo in range(3):
+        for vv in range(8):
+            if oo * 8 + vv < n and vv != 3:
+                want[oo] += a[oo * 8 + vv]
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
