@@ -221,8 +221,21 @@ def needs_rfactor(ctx: SketchContext, state: State, sid: int) -> bool:
     for a in op.reduce_axes:
         red *= a.extent
     if inf.needs_multi_level_tiling:
-        return space <= red and space <= ctx.num_cores * 16
+        return (space <= red and space <= ctx.num_cores * 16) or _matrix_vector(op, red)
     return red > ctx.num_cores and space < ctx.num_cores * 16
+
+
+# A reduction at least this long (in elements) is worth vectorizing along (see _matrix_vector).
+MIN_VECTOR_REDUCTION = 256
+
+
+def _matrix_vector(op, red: int) -> bool:
+    """A matrix-vector product (a classifier's dense on one row: 1 x 1280 -> 1001): one spatial
+    axis longer than 1, so no input is reused across a register tile, and a long reduction.
+    Vectorized along the output axis it reads the weight a row apart per lane (a gather, or
+    shuffles); factoring the reduction's inner part out (rfactor) gives a spatial axis that
+    walks each weight row contiguously. The tiled sketches stay beside it."""
+    return sum(1 for a in op.axes if a.extent > 1) == 1 and red >= MIN_VECTOR_REDUCTION
 
 
 # ---- the rules ---------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from sketch.sketch_rules import (DEFAULT_RULES, ConditionKind, RuleSkipStage, Sk
 from tests.util import assert_matches_reference
 from tests.workloads import CASES
 
+from .test_split_tails import _inputs
+
 
 def _tags(state):
     return [s.to_json()[0] for s in state.steps]
@@ -61,6 +63,20 @@ def test_small_spatial_reductions_get_rfactor_variants(wl):
     sketches = generate_sketches(ansor.ComputeDAG(wl), num_cores=2)
     assert any("RF" in _tags(s) for s in sketches)
     assert any(any(st.name.endswith(".rf") for st in s.stages) for s in sketches)
+
+
+def test_a_matrix_vector_product_also_gets_rfactor_sketches():
+    """1 x 1280 -> 1001: vectorized along the outputs it would read the weight a row apart per
+    lane; factoring the reduction gives a contiguous axis. Tiled sketches stay; a GEMM and a
+    short reduction get no rfactor."""
+    dag = ansor.ComputeDAG(W.dense(1, 1001, 1280))
+    sketches = generate_sketches(dag, num_cores=2)
+    assert any("RF" in _tags(s) for s in sketches) and any("RF" not in _tags(s) for s in sketches)
+    for s in sketches:
+        if "RF" in _tags(s):
+            assert_matches_reference(ansor.build(s), dag, _inputs(dag), 1e-4, 1e-3, "rfactor sketch")
+    for wl in (W.dense(8, 1001, 1280), W.dense(1, 1001, 64)):
+        assert not any("RF" in _tags(s) for s in generate_sketches(ansor.ComputeDAG(wl), num_cores=2))
 
 
 def test_sketches_print_their_loop_structure():
