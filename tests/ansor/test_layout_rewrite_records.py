@@ -89,3 +89,23 @@ def test_a_position_the_dag_does_not_have_skips_the_record(tmp_path):
         warnings.simplefilter("always")
         assert list(load_records(log)) == []
     assert any("is an output" in str(w.message) for w in caught)
+
+
+def test_a_network_run_resumes_from_records_with_and_without_the_field(tmp_path):
+    """``restore_log`` matches by workload key: a rewriting network task restores the records it
+    wrote and those of an older run without rewrite, replayed on the task it holds."""
+    from ansor.measurer import ProgramMeasurer
+    from ansor.scheduler_resume import restore_log
+    from measure.builder import LocalBuilder
+    from measure.runner import LocalRunner
+
+    dag, s = packed_gemm(5, 37, 3, (4, 32), (2, 16, 2))
+    _, s2 = packed_gemm(5, 37, 3, (4, 16), (2, 8, 2))
+    log = tmp_path / "log.json"
+    _write(log, ansor.SearchTask(tensors=dag), s, 2e-3)
+    _write(log, ansor.SearchTask(tensors=dag, layout_rewrite_inputs=[1]), s2, 1e-3)
+    task = ansor.SearchTask(tensors=dag, layout_rewrite_inputs=[1])
+    m = ProgramMeasurer(LocalBuilder(n_parallel=1), LocalRunner())
+    out = restore_log(str(log), [task], {task.workload_key: 0}, m)
+    assert len(out.inputs) == 2 and all(inp.task is task for inp in out.inputs)
+    assert out.per_task[0] == [2e-3, 1e-3]

@@ -47,3 +47,12 @@ def test_a_costly_pack_is_measured_outside_with_rewrite(monkeypatch):
         inside, outside = r.run(inputs, built)
     assert inside.ok and outside.ok, (inside, outside)
     assert outside.mean_cost < 0.7 * inside.mean_cost, (inside, outside)
+
+
+def test_build_jobs_carry_the_tasks_constant_inputs():
+    from measure.builder import make_build_jobs
+
+    dag, s = packed_gemm(5, 37, 3, (4, 32), (2, 16, 2))
+    jobs = make_build_jobs([MeasureInput(ansor.SearchTask(tensors=dag), s),
+                            MeasureInput(ansor.SearchTask(tensors=dag, layout_rewrite_inputs=[1]), s)], None)
+    assert [j[4] for j in jobs] == [(), (1,)]
