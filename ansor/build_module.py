@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Sequence, Union
 from compute.compute_dag import ComputeDAG
 from compute.tensor import Tensor
 from sketch.loop_state import State
+from sketch.layout_rewrite import check_positions, lower_pre_packed
 from sketch.lower import lower
 
 if TYPE_CHECKING:
@@ -20,7 +21,8 @@ def _func_name(dag: ComputeDAG) -> str:
     return re.sub(r"\W", "_", outs)[:48] or "kernel"
 
 
-def build(target: Buildable, name: str | None = None) -> "Kernel":
+def build(target: Buildable, name: str | None = None,
+          layout_rewrite_inputs: Sequence[int] = ()) -> "Kernel":
     """Compile ``target`` for this CPU and return a callable ``Kernel``.
 
     ``target`` is a list of tensors (inputs and outputs in call order: built with the default
@@ -29,6 +31,11 @@ def build(target: Buildable, name: str | None = None) -> "Kernel":
     the outputs in place. A computation that reads a tensor out of range raises
     ``compute.access_bounds.OutOfBoundsError`` (see ``ComputeDAG.check_bounds``); indices read
     from tensors (a gather ``A[B[i]]``) are the caller's to keep in range.
+
+    ``layout_rewrite_inputs``: argument positions of inputs the caller will pass pre-packed
+    (constants, e.g. weights). A pack stage of the schedule copying one of them is left out of
+    the kernel, which then takes the packed array at that position; ``kernel.packed_args`` lists
+    them (``sketch.layout_rewrite.PackedArg``) and ``pack_array(original, spec)`` computes each.
     """
     if isinstance(target, State):
         state = target
@@ -45,5 +52,11 @@ def build(target: Buildable, name: str | None = None) -> "Kernel":
     state.dag.check_bounds(data_dependent=False)
     from measure.kernel import build_func  # LLVM starts only when something is built
 
+    if layout_rewrite_inputs:
+        positions = check_positions(layout_rewrite_inputs, len(state.dag.tensors), "layout_rewrite_inputs")
+        func, packed = lower_pre_packed(state, positions, name or _func_name(state.dag))
+        kernel = build_func(func)
+        kernel.compiled.packed_args = packed
+        return kernel
     func = lower(state, name or _func_name(state.dag))
     return build_func(func)

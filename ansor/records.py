@@ -48,7 +48,8 @@ class _Tasks:
     @staticmethod
     def _key(line: RecordLine) -> tuple:
         if "dag" in line.task:  # dumping a DAG per line to compare costs more than it saves
-            return (line.workload_key, "dag", str(line.task.get("desc")))
+            return (line.workload_key, "dag", str(line.task.get("desc")),
+                    json.dumps(line.task.get("layout_rewrite")))
         return (line.workload_key, json.dumps(line.task, sort_keys=True))
 
     def get(self, line: RecordLine) -> SearchTask | None:

@@ -10,6 +10,14 @@ DAG (self-contained, larger). ``from_json`` rebuilds a task from either without 
 A task also carries the machine it is tuned for (``hardware_params``, as TVM's does): this host's,
 read when first needed, unless stated (``SearchTask(..., hardware_params=HardwareParams(...))``);
 the search reads the core count and vector width from it. It is not part of the record.
+
+Weight layout rewrite (``layout_rewrite_inputs``, TVM's ``LayoutRewriteOption``): the argument
+positions of inputs that are constants where the kernel will run (a network's weights). A
+candidate that packs such an input (``PackStep``) is then built and measured with the pack left
+out of the timed kernel and the input given packed, as ``compile_network`` runs it
+(``sketch.layout_rewrite``). The record's task says so (``"layout_rewrite": [positions]``); the
+workload key does not change, so records measured either way belong to the same task. Default:
+none (every input may change between calls, the pack runs inside the kernel).
 """
 from __future__ import annotations
 
@@ -23,6 +31,7 @@ from compute.workload_registry import (args_to_json, canonical_args, get_workloa
                                        make_workload, registered_name, workload_desc)
 from measure.target import host_hardware_params
 from sketch.hardware import HardwareParams
+from sketch.layout_rewrite import check_positions
 
 from .task_records import NoRecordError, best_of_task, describe_missing
 from .tuning import TuneResult, TuningOptions, tune_task
@@ -37,7 +46,8 @@ class SearchTask:
 
     def __init__(self, func: Callable[..., Sequence[Tensor]] | str | None = None,
                  args: Sequence[Any] = (), tensors: Sequence[Tensor] | ComputeDAG | None = None,
-                 desc: str | None = None, hardware_params: HardwareParams | None = None):
+                 desc: str | None = None, hardware_params: HardwareParams | None = None,
+                 layout_rewrite_inputs: Sequence[int] = ()):
         if hardware_params is not None and not isinstance(hardware_params, HardwareParams):
             raise TypeError("SearchTask hardware_params must be a sketch.hardware.HardwareParams, "
                             f"got {type(hardware_params).__name__}")
@@ -75,6 +85,13 @@ class SearchTask:
                                         else ComputeDAG(tensors))
         self._desc = desc
         self._hardware_params = hardware_params
+        self.layout_rewrite_inputs: tuple[int, ...] = _check_rewrite_inputs(
+            self.compute_dag, layout_rewrite_inputs, "SearchTask layout_rewrite_inputs")
+
+    @property
+    def layout_rewrite(self) -> bool:
+        """Whether candidates that pack a constant input are measured with the pack outside."""
+        return bool(self.layout_rewrite_inputs)
 
     @property
     def hardware_params(self) -> HardwareParams:
@@ -112,8 +129,11 @@ class SearchTask:
             out: dict = {"workload": self.workload_name, "args": args_to_json(self.args)}
             if self._desc is not None:
                 out["desc"] = self._desc
-            return out
-        return {"dag": self.compute_dag.to_json(), "desc": self.desc}
+        else:
+            out = {"dag": self.compute_dag.to_json(), "desc": self.desc}
+        if self.layout_rewrite_inputs:
+            out["layout_rewrite"] = list(self.layout_rewrite_inputs)
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "SearchTask":
@@ -124,6 +144,11 @@ class SearchTask:
         desc = data.get("desc")
         if desc is not None:
             check_desc(desc, "task.desc")
+        rewrite = data.get("layout_rewrite", [])
+        if not isinstance(rewrite, list):
+            # Checked against the DAG's arguments by the constructor.
+            raise ValueError("task description: layout_rewrite must be a list of argument "
+                             f"positions, got {type(rewrite).__name__}")
         if "workload" in data:
             name, args = data["workload"], data.get("args", [])
             if not isinstance(name, str) or not isinstance(args, list):
@@ -131,10 +156,13 @@ class SearchTask:
             # Looked up in the registry only, never imported or evaluated; checked first so a
             # hostile name is reported as such rather than echoed in a list of registered ones.
             check_name(name, "task.workload")
-            return cls(func=name, args=args, desc=desc)
-        if "dag" in data:
-            return cls(tensors=ComputeDAG.from_json(data["dag"]), desc=desc)
-        raise ValueError("task description has neither 'workload' nor 'dag'")
+            task = cls(func=name, args=args, desc=desc)
+        elif "dag" in data:
+            task = cls(tensors=ComputeDAG.from_json(data["dag"]), desc=desc)
+        else:
+            raise ValueError("task description has neither 'workload' nor 'dag'")
+        task.layout_rewrite_inputs = _check_rewrite_inputs(task.compute_dag, rewrite, "task.layout_rewrite")
+        return task
 
     # ---- using tuning results ----------------------------------------------------------------
     def apply_best(self, log_file: str | os.PathLike) -> "State":
@@ -164,6 +192,16 @@ class SearchTask:
         says so (``interrupted``).
         """
         return tune_task(self, options, cost_model, search_policy)
+
+
+def _check_rewrite_inputs(dag: ComputeDAG, positions: Sequence[int], what: str) -> tuple[int, ...]:
+    """``positions`` as sorted distinct argument positions of ``dag``'s inputs (placeholders);
+    TypeError/ValueError naming ``what`` otherwise (a record's field is untrusted)."""
+    out = check_positions(positions, len(dag.tensors), what)
+    for p in out:
+        if isinstance(dag.tensors[p].op, ComputeOp):
+            raise ValueError(f"{what}: argument {p} ({dag.tensors[p].name}) is an output, not an input")
+    return out
 
 
 def _dag_desc(dag: ComputeDAG) -> str:

@@ -42,6 +42,20 @@ def default_build_func(state: Any, name: str) -> Any:
     return compile_object(lower(state, name))
 
 
+def build_pre_packed(state: Any, name: str, positions: Sequence[int]) -> Any:
+    """Lower ``state`` with the packs of the inputs at ``positions`` left out of the kernel
+    (``sketch.layout_rewrite``) and compile it; the compiled object says which arguments it
+    takes packed. With nothing to rewrite this is ``default_build_func``."""
+    from sketch.layout_rewrite import lower_pre_packed  # noqa: PLC0415 - as default_build_func
+
+    from .kernel import compile_object  # noqa: PLC0415
+
+    func, packed = lower_pre_packed(state, positions, name)
+    compiled = compile_object(func)
+    compiled.packed_args = packed
+    return compiled
+
+
 def resolve_build_func(spec: str | None) -> Callable[..., Any]:
     """``None`` -> the default; ``"module:function"`` -> that function (imported on first use)."""
     if spec is None:
@@ -78,9 +92,11 @@ def _error_text(e: BaseException) -> str:
 
 
 def build_job(workload_key: str, dag_json: dict, steps_json: list,
-              build_func: str | None) -> tuple[Any, int, str]:
+              build_func: str | None, layout_rewrite: Sequence[int] = ()) -> tuple[Any, int, str]:
     """Replay, lower and compile one candidate: ``(compiled or None, error_no, error_msg)``.
-    Runs in a builder worker; every exception becomes an error code."""
+    Runs in a builder worker; every exception becomes an error code. ``layout_rewrite``: the
+    argument positions of constant inputs whose pack stage is left out of the kernel (the
+    runner packs them outside the timed calls); only with the default ``build_func``."""
     from sketch.loop_state import InvalidStepError  # noqa: PLC0415
     from sketch.replay import replay  # noqa: PLC0415
     from sketch.transform_steps import step_from_json  # noqa: PLC0415
@@ -93,6 +109,8 @@ def build_job(workload_key: str, dag_json: dict, steps_json: list,
         except ValueError as e:  # a malformed step record cannot describe a valid schedule
             raise InvalidStepError(str(e)) from e
         state = replay(dag, steps)
+        if layout_rewrite and build_func is None:
+            return build_pre_packed(state, KERNEL_NAME, layout_rewrite), int(MeasureErrorNo.NO_ERROR), ""
         return fn(state, KERNEL_NAME), int(MeasureErrorNo.NO_ERROR), ""
     except InvalidStepError as e:
         return None, int(MeasureErrorNo.INSTANTIATION_ERROR), _error_text(e)
@@ -200,7 +218,8 @@ class LocalBuilder:
 
 def make_build_jobs(inputs: Sequence[MeasureInput], build_func: str | None) -> list[tuple]:
     """One ``build_job`` argument tuple per input, as plain data: the workload key, the DAG's
-    JSON (encoded once per workload), the steps' JSON and the build function's name."""
+    JSON (encoded once per workload), the steps' JSON, the build function's name and the
+    task's ``layout_rewrite_inputs`` (argument positions of constant inputs; () for none)."""
     from sketch.transform_steps import steps_to_json  # noqa: PLC0415 - as build_job's imports
 
     dag_json: dict[str, dict] = {}
@@ -209,7 +228,8 @@ def make_build_jobs(inputs: Sequence[MeasureInput], build_func: str | None) -> l
         key = inp.task.workload_key
         if key not in dag_json:
             dag_json[key] = inp.task.compute_dag.to_json()
-        jobs.append((key, dag_json[key], steps_to_json(inp.state.steps), build_func))
+        rewrite = tuple(int(p) for p in getattr(inp.task, "layout_rewrite_inputs", ()))
+        jobs.append((key, dag_json[key], steps_to_json(inp.state.steps), build_func, rewrite))
     return jobs
 
 

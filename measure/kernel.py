@@ -41,6 +41,9 @@ class CompiledObject:
     toolchain_key: str
     compile_seconds: float
     timings: dict = field(default_factory=dict)
+    # Arguments the kernel takes pre-packed (``sketch.layout_rewrite.PackedArg``): the caller
+    # passes ``pack_array(original)`` at those positions. Empty for a plain kernel.
+    packed_args: tuple = ()
 
 
 def _parse(ir: str) -> llvm.ModuleRef:
@@ -104,6 +107,11 @@ class Kernel:
     @property
     def llvm_ir(self) -> str:
         return self.compiled.llvm_ir
+
+    @property
+    def packed_args(self) -> tuple:
+        """The arguments taken pre-packed (``sketch.layout_rewrite.PackedArg``; see ``ansor.build``)."""
+        return self.compiled.packed_args
 
     def _optimized_module(self) -> llvm.ModuleRef:
         # Recompiled on demand: the pipeline is deterministic, so this is what the object holds.

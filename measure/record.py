@@ -15,6 +15,10 @@ reading); records written before it existed have none and load as before, and re
 not know it ignore it. ``input.target`` is the toolchain that compiled and timed it: on a cluster
 every worker's identity is checked against it before the worker builds or measures.
 
+``input.task.layout_rewrite`` (optional, a list of argument positions): the candidate was measured
+with the packs of those constant inputs done outside the timed kernel (``ansor.SearchTask``'s
+``layout_rewrite_inputs``); records without it were measured with every pack inside.
+
 This module knows only the line format and returns plain data (``RecordLine``): rebuilding a task
 object needs ``ansor.SearchTask``, which lives above ``measure``; ``ansor.records`` does that.
 
@@ -50,6 +54,8 @@ MAX_ERROR_MSG = 300
 # Per-line warnings per file before the rest are only counted (a log of 100k bad lines must not
 # print 100k warnings).
 MAX_LINE_WARNINGS = 20
+# A task's pre-packed inputs (``input.task.layout_rewrite``): positions among its arguments.
+MAX_REWRITE_INPUTS = 1024
 
 
 class RecordWarning(UserWarning):
@@ -372,6 +378,15 @@ def check_task_names(task: dict) -> None:
             check_desc(task["desc"], "desc")
     except (TypeError, ValueError) as err:
         raise RecordFormatError(f"input.task: {err}") from None
+    if "layout_rewrite" in task:
+        # Argument positions of inputs measured pre-packed (``sketch.layout_rewrite``); checked
+        # against the DAG's arguments when the task is rebuilt.
+        lr = task["layout_rewrite"]
+        if not isinstance(lr, list) or len(lr) > MAX_REWRITE_INPUTS or not all(
+                isinstance(p, int) and not isinstance(p, bool) and 0 <= p < MAX_REWRITE_INPUTS for p in lr) \
+                or len(set(lr)) != len(lr):
+            raise RecordFormatError(f"input.task.layout_rewrite must be a list of distinct argument "
+                                    f"positions (ints 0..{MAX_REWRITE_INPUTS - 1}), got {lr!r:.60}")
 
 
 def parse_result(r: Any) -> MeasureResult:

@@ -56,9 +56,14 @@ class _Ctx:
     clamp_axes: frozenset[int] = frozenset()  # "pad" axes: computed past the domain, reads clamped
 
 
-def lower(state: State, name: str = "default_function") -> L.PrimFunc:
-    """Lower ``state`` to a PrimFunc whose params are the DAG's argument tensors in order."""
-    return _Lowering(state, name).run()
+def lower(state: State, name: str = "default_function",
+          pre_transformed: dict[int, int] | None = None) -> L.PrimFunc:
+    """Lower ``state`` to a PrimFunc whose params are the DAG's argument tensors in order.
+
+    ``pre_transformed`` maps stage ids of copy stages (a pack) to the argument position of the
+    input they copy: each such stage is not computed, its output becomes that argument instead
+    (the caller computes it once, outside; ``layout_rewrite`` checks which stages qualify)."""
+    return _Lowering(state, name, pre_transformed or {}).run()
 
 
 def effective_bodies(state: State, producer_of: dict[int, int] | None = None) -> dict[int, E.Expr]:
@@ -83,9 +88,10 @@ def effective_bodies(state: State, producer_of: dict[int, int] | None = None) ->
 
 
 class _Lowering:
-    def __init__(self, state: State, name: str):
+    def __init__(self, state: State, name: str, pre_transformed: dict[int, int] | None = None):
         self.state = state
         self.name = name
+        self.pre = dict(pre_transformed or {})  # stage id -> argument position it replaces
         self.stages = state.stages
         self.producer_of = state.producer_map()
         self.ctx: dict[int, _Ctx] = {}
@@ -111,7 +117,15 @@ class _Lowering:
     def _params(self) -> None:
         self.params: list[L.Buffer] = []
         self.param_of: dict[int, L.Buffer] = {}
-        for t in self.state.dag.tensors:
+        by_position = {pos: sid for sid, pos in self.pre.items()}
+        for pos, t in enumerate(self.state.dag.tensors):
+            sid = by_position.get(pos)
+            if sid is not None:  # the copy's output is the argument, the original is not read
+                op = self.stages[sid].op
+                b = L.Buffer(op.name, op.output.shape, op.output.dtype, "global")
+                self.params.append(b)
+                self.param_of[id(op)] = b
+                continue
             b = L.Buffer(t.name, t.shape, t.dtype, "global")
             self.params.append(b)
             self.param_of[id(t.op)] = b
@@ -129,9 +143,14 @@ class _Lowering:
             s = self.stages[k]
             if s.compute_at == "inline":
                 continue
+            if k in self.pre:
+                self.ctx[k] = _Ctx(k, buffer=self._param_for(k))
+                continue
             if isinstance(s.op, PlaceholderOp):
                 c = _Ctx(k, buffer=self._param_for(k))
                 if c.buffer is None:
+                    if self.reads[k] and all(r in self.pre for r, _ in self.reads[k]):
+                        continue  # read only by copies given pre-transformed
                     raise InvalidStepError(f"placeholder {s.name} is not a kernel argument")
                 self.ctx[k] = c
                 continue
@@ -419,11 +438,19 @@ class _Lowering:
         self._params()
         self.attached: dict[tuple[int, int], list[int]] = {}
         for k, s in enumerate(self.stages):
+            if k in self.pre:
+                if s.compute_at == "inline" or not isinstance(s.op, ComputeOp):
+                    raise InvalidStepError(f"stage {s.name} cannot be given pre-transformed: it is "
+                                           "not a computed stage")
+                continue
             if s.compute_at == "iter" and s.attach is not None:
+                if s.attach[0] in self.pre:
+                    raise InvalidStepError(f"stage {s.name} is computed at {self.stages[s.attach[0]].name}, "
+                                           "which is given pre-transformed")
                 self.attached.setdefault(tuple(s.attach), []).append(k)  # type: ignore[arg-type]
         self._bounds()
         parts = [self._emit(k) for k, s in enumerate(self.stages)
-                 if s.compute_at == "root" and isinstance(s.op, ComputeOp)]
+                 if s.compute_at == "root" and isinstance(s.op, ComputeOp) and k not in self.pre]
         body = partition_guards(L.seq(*parts), self.peel_atoms)
         for b in reversed(self.temps):
             body = L.Allocate(b, body)

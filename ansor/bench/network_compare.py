@@ -8,7 +8,8 @@ means nothing) and then times one inference, inputs and outputs included, with t
 ``time_callable``.
 
 Systems: ``ansor`` (``compile_network`` with the records of ``log``, untuned schedules for the
-rest), ``ansor-untuned`` (no records at all), ``onnxruntime`` (the model file itself for an ``.onnx`` MODEL; for a zoo network the graph
+rest), ``ansor-untuned`` (no records at all), ``ansor-no-rewrite`` (the records, without weight
+layout rewrite), ``onnxruntime`` (the model file itself for an ``.onnx`` MODEL; for a zoo network the graph
 written by ``ansor.graph.onnx_export``; default session options but the thread count), and
 ``torch`` (``torch_graph.to_torch``: eager, channels-last images, ``inference_mode``).
 
@@ -29,7 +30,9 @@ import numpy as np
 from .timing import emit_result, job_timing, run_fresh, time_callable, worker_env
 
 SYSTEMS = ("ansor", "onnxruntime", "torch")
-# also accepted: "ansor-untuned", the network compiled without records (the "before" of a tuning run)
+# also accepted: "ansor-untuned", the network compiled without records (the "before" of a tuning run),
+# and "ansor-no-rewrite", the records of ``log`` compiled without weight layout rewrite (every
+# packed weight copied inside its kernel on each run)
 # outputs are compared relative to their largest magnitude (float32 kernels, float64 reference)
 MAX_REL_ERROR = 1e-3
 
@@ -53,11 +56,12 @@ def _rel_error(out: np.ndarray, ref: np.ndarray) -> float:
 def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int):
     """A callable doing one inference on ``feeds``, returning the outputs in graph order."""
     system = job["system"]
-    if system in ("ansor", "ansor-untuned"):
+    if system in ("ansor", "ansor-untuned", "ansor-no-rewrite"):
         from ansor.graph.executor import compile_network  # noqa: PLC0415 - worker-only
 
-        log = job.get("log") if system == "ansor" else None
-        lib = compile_network(graph, log_file=log, verbose=False)
+        log = job.get("log") if system != "ansor-untuned" else None
+        lib = compile_network(graph, log_file=log, verbose=False,
+                              layout_rewrite=system != "ansor-no-rewrite")
         return lambda: [v for v in lib.run(feeds).values()]
     if system == "onnxruntime":
         import onnxruntime as ort  # noqa: PLC0415 - optional peer
@@ -81,7 +85,8 @@ def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int
             with torch.inference_mode():
                 return [o.numpy() for o in module(*args)]
         return run
-    raise ValueError(f"unknown system {system!r}; known: {', '.join(SYSTEMS)}, ansor-untuned")
+    raise ValueError(f"unknown system {system!r}; known: {', '.join(SYSTEMS)}, ansor-untuned, "
+                     "ansor-no-rewrite")
 
 
 def worker(job: dict) -> dict:

@@ -47,7 +47,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     g = load_model(args.model, args.seq_len, args.image_size)
     t0 = time.perf_counter()
-    lib = compile_network(g, log_file=args.log, strict=args.strict)
+    lib = compile_network(g, log_file=args.log, strict=args.strict,
+                          layout_rewrite=not args.no_layout_rewrite)
     print(f"compiled {lib.num_kernels} kernels in {time.perf_counter() - t0:.1f} s")
     rng = np.random.default_rng(0)
     x = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in g.inputs.items()}
@@ -105,6 +106,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         if name == "run":
             q.add_argument("--log", default=None, help="tuning records to take schedules from")
             q.add_argument("--strict", action="store_true", help="fail if a task has no record")
+            q.add_argument("--no-layout-rewrite", action="store_true",
+                           help="compile without weight layout rewrite: a kernel that packs a weight "
+                                "copies it on every run instead of reading it packed at compile time")
             q.add_argument("--rounds", type=argtypes.count(0), default=3,
                            help="rounds of the latency comparison with onnxruntime and PyTorch "
                                 "(fresh processes, alternating; 0: skip it)")

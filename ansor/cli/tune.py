@@ -78,7 +78,8 @@ def _task_and_log(ns: argparse.Namespace) -> tuple[SearchTask, str | None] | int
         name, args = ns.workload, ns.args or spec.default_args
         log = ns.log if ns.log is not None else f"{name}.json"
     try:
-        return SearchTask(func=name, args=args), log
+        return SearchTask(func=name, args=args,
+                          layout_rewrite_inputs=getattr(ns, "constant_inputs", None) or ()), log
     except (TypeError, ValueError) as err:
         print(f"ansor: {name}{args}: {err}", file=sys.stderr)
         return 2
@@ -183,6 +184,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("workload", nargs="?", help="a library workload name (default: the quick run)")
     p.add_argument("--args", type=argtypes.shape_args,
                    help="shape arguments, e.g. 1024,1024,1024 (default: the workload's)")
+    p.add_argument("--constant-inputs", dest="constant_inputs", type=argtypes.shape_args,
+                   metavar="POSITIONS",
+                   help="argument positions of inputs that are constants where the kernel will run "
+                   "(e.g. 1 for a weight): a candidate that packs one is measured with the pack "
+                   "outside the timed kernel (layout rewrite; default: none, the pack is timed)")
     p.add_argument("--trials", type=argtypes.count(0),
                    help="new measurements to make (default 200; quick "
                    f"run {QUICK_TUNE_TRIALS})")

@@ -11,8 +11,14 @@ intermediate buffers: a buffer whose last reader has run is reused for a later v
 dtype and size. Each step's argument pointers are computed once at compile time, so a run is a
 loop of native calls (``benchmark`` reports the dispatch overhead beside the kernels' time).
 
+Weight layout rewrite (``layout_rewrite=True``, the default): a kernel whose schedule packs a
+constant input (``PackStep``) is built without the pack and reads a copy of the constant packed
+here, once (``sketch.layout_rewrite``); occurrences that pack one constant the same way share the
+copy, different packings get their own.
+
 ``export(path)`` writes a directory: ``module.json`` (the plan, input/output types, kernel
-argument specs), ``weights.npz`` (constants, loaded with ``allow_pickle=False``) and per kernel
+argument specs), ``weights.npz`` (constants as the kernels read them - packed ones already packed -
+loaded with ``allow_pickle=False``) and per kernel
 its LLVM IR and object code. ``load_module(path)`` rebuilds the module in a new process without
 records, graph or tuning: it parses JSON and arrays only; the object code is loaded when it was
 compiled by this toolchain, else the IR is compiled again. A module directory is code, like a
@@ -32,11 +38,12 @@ from typing import Any, TextIO
 import numpy as np
 
 from compute import dtype as dt
+from sketch.layout_rewrite import pack_array
 
 from ..build_module import build
 from ..records import best_record
 from .ir import Graph, GraphError, TensorType, display_name
-from .tasks import lower_groups, tasks_from_groups
+from .tasks import constant_positions, lower_groups, tasks_from_groups
 from .untuned import untuned_schedule
 
 FORMAT = "ansor-network-module"
@@ -208,14 +215,21 @@ def _plan_buffers(order: list[tuple[str, list[str]]], types: Mapping[str, Tensor
 
 
 def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, strict: bool = False,
-                    verbose: bool = True, file: TextIO | None = None) -> NetworkModule:
+                    verbose: bool = True, file: TextIO | None = None,
+                    layout_rewrite: bool = True) -> NetworkModule:
     """Build ``graph`` into a ``NetworkModule``: each task's best record in ``log_file``, else an
     untuned rule-based schedule, named in a table on ``file`` (stderr) unless ``verbose=False``;
-    ``strict=True`` raises ``UntunedTaskError`` listing them instead."""
+    ``strict=True`` raises ``UntunedTaskError`` listing them instead.
+
+    ``layout_rewrite`` (default on): a schedule that packs a constant input (a weight) gets it
+    packed once, here, and its kernel reads the packed array instead of copying on every run
+    (``sketch.layout_rewrite``); the module holds the packed copy (one per distinct packing of a
+    constant) in place of the original where no kernel reads the original. ``False``: every
+    kernel packs inside, as tuned without rewrite."""
     if not isinstance(graph, Graph):
         raise TypeError(f"compile_network takes an ansor.graph.Graph, got {type(graph).__name__}")
     occ = lower_groups(graph)
-    tasks, weights, task_of = tasks_from_groups(occ)
+    tasks, weights, task_of = tasks_from_groups(occ, constants=graph.constants, layout_rewrite=layout_rewrite)
     states: dict[int, Any] = {}
     untuned: list[int] = []
     if log_file is not None:
@@ -253,11 +267,33 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
     for bid in range(len(sizes)):
         specs.append(("alloc", *sizes[bid]))
     steps: list[_Step] = []
-    kernels: dict[tuple[str, int], Any] = {}
+    kernels: dict[tuple, Any] = {}
+    packed_ids: dict[tuple, int] = {}  # (constant, PackedArg) -> buffer id of the packed copy
     for i, o in enumerate(occ):
+        ti = task_of.get(i)
+        tuned = ti is not None and ti in states
+        rewrite = tuple(sorted(constant_positions(o, graph.constants))) if layout_rewrite else ()
+        kkey = (o.dag.workload_key, ti if tuned else -1, rewrite)
+        if kkey not in kernels:
+            state = states[ti] if tuned else untuned_schedule(o.dag)[0]
+            kernels[kkey] = build(state, layout_rewrite_inputs=rewrite)
+        kernel = kernels[kkey]
+        packed = {p.position: p for p in kernel.packed_args}
         args = []
-        for v in o.lowered.inputs:
-            if isinstance(v, str) and v in ids:
+        for k, v in enumerate(o.lowered.inputs):
+            if k in packed:
+                # The kernel reads this constant in its tuned layout: packed once, here, and
+                # shared by the occurrences that pack the same constant the same way.
+                pk = packed[k]
+                pkey = (v if isinstance(v, str) else id(v), pk.src_shape, pk.dim, pk.block)
+                if pkey not in packed_ids:
+                    src = graph.constants[v] if isinstance(v, str) else v
+                    src = np.asarray(src).reshape(o.lowered.placeholders[k].shape)  # e.g. depthwise
+                    packed_ids[pkey] = len(specs)
+                    consts[f"c{len(specs)}"] = pack_array(src, packed[k])
+                    specs.append(("const", f"c{len(specs)}"))
+                args.append(packed_ids[pkey])
+            elif isinstance(v, str) and v in ids:
                 args.append(ids[v])
             elif isinstance(v, str) and v in graph.constants:
                 ids[v] = len(specs)
@@ -271,12 +307,7 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
                 args.append(len(specs))
                 specs.append(("const", f"c{len(specs)}"))
         args.append(base + planned[o.group.output])
-        ti = task_of.get(i)
-        kkey = (o.dag.workload_key, ti if ti is not None and ti in states else -1)
-        if kkey not in kernels:
-            state = states[ti] if kkey[1] >= 0 else untuned_schedule(o.dag)[0]
-            kernels[kkey] = build(state)
-        steps.append(_Step(kernels[kkey], args, o.group.name))
+        steps.append(_Step(kernel, args, o.group.name))
     views: dict[tuple[int, tuple[int, ...]], int] = {}
 
     def view(bid: int, shape: tuple[int, ...]) -> int:

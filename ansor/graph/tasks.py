@@ -5,10 +5,15 @@
 computation and shapes, independent of every name - into one task whose weight is how many times
 it occurs. As in TVM's auto-scheduler, by default only subgraphs with a reduction (conv, dense,
 matmul, pools, softmax, norms) are tasks; ``include_simple=True`` adds the injective-only ones.
+
+A task knows which of its inputs are constants of the network in every occurrence (weights, and
+arrays derived from them at compile time): ``constant_inputs``, argument positions. With
+``layout_rewrite`` (the default) they are the task's ``layout_rewrite_inputs``: a candidate that
+packs one is measured with the pack outside the timed kernel, as ``compile_network`` runs it.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from compute.compute_dag import ComputeDAG
@@ -24,10 +29,13 @@ class GraphTask(SearchTask):
     """A ``SearchTask`` for one fused subgraph of a network, shared by its ``weight`` identical
     occurrences (``group_names``: the fused node names of each, for display)."""
 
-    def __init__(self, dag: ComputeDAG, desc: str, group_names: Sequence[str], weight: int):
-        super().__init__(tensors=dag, desc=desc)
+    def __init__(self, dag: ComputeDAG, desc: str, group_names: Sequence[str], weight: int,
+                 constant_inputs: Sequence[int] = (), layout_rewrite: bool = True):
+        super().__init__(tensors=dag, desc=desc,
+                         layout_rewrite_inputs=constant_inputs if layout_rewrite else ())
         self.group_names = list(group_names)
         self.weight = weight
+        self.constant_inputs = tuple(sorted(constant_inputs))
 
     def __str__(self) -> str:
         shown = ", ".join(self.group_names[:3]) + (", ..." if len(self.group_names) > 3 else "")
@@ -65,32 +73,51 @@ def lower_groups(graph: Graph, max_depth: int = DEFAULT_MAX_DEPTH) -> list[_Occu
     return out
 
 
-def tasks_from_groups(occurrences: Sequence[_Occurrence], include_simple: bool = False
+def constant_positions(occ: _Occurrence, constants: Collection[str]) -> set[int]:
+    """The argument positions of ``occ``'s kernel bound to a constant: a graph constant (by
+    name) or an array derived at compile time (a transposed dense weight, pool divisors)."""
+    return {k for k, v in enumerate(occ.lowered.inputs)
+            if not isinstance(v, str) or v in constants}
+
+
+def tasks_from_groups(occurrences: Sequence[_Occurrence], include_simple: bool = False,
+                      constants: Collection[str] = (), layout_rewrite: bool = True
                       ) -> tuple[list[GraphTask], list[int], dict[int, int]]:
     """Merge occurrences by workload key. Returns the tasks, their weights and, per occurrence
-    index, the index of its task (occurrences that are not tasks are absent)."""
+    index, the index of its task (occurrences that are not tasks are absent). ``constants``: the
+    graph's constant value names; an input constant in every occurrence of a task is one of its
+    ``constant_inputs`` (``layout_rewrite``: measured pre-packed)."""
     by_key: dict[str, int] = {}
-    tasks: list[GraphTask] = []
+    members: list[list[int]] = []
     task_of: dict[int, int] = {}
     for i, occ in enumerate(occurrences):
         if not include_simple and not has_reduction(occ.dag):
             continue
         key = occ.dag.workload_key
         if key not in by_key:
-            by_key[key] = len(tasks)
-            tasks.append(GraphTask(occ.dag, group_desc(occ.group), [], 0))
-        t = tasks[by_key[key]]
-        t.weight += 1
-        t.group_names.append(occ.group.name)
+            by_key[key] = len(members)
+            members.append([])
+        members[by_key[key]].append(i)
         task_of[i] = by_key[key]
+    tasks: list[GraphTask] = []
+    for idx in members:
+        first = occurrences[idx[0]]
+        const = set.intersection(*(constant_positions(occurrences[i], constants) for i in idx))
+        tasks.append(GraphTask(first.dag, group_desc(first.group),
+                               [occurrences[i].group.name for i in idx], len(idx),
+                               sorted(const), layout_rewrite))
     return tasks, [t.weight for t in tasks], task_of
 
 
 def extract_tasks(graph: Graph, include_simple: bool = False,
-                  max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[list[GraphTask], list[int]]:
+                  max_depth: int = DEFAULT_MAX_DEPTH, layout_rewrite: bool = True
+                  ) -> tuple[list[GraphTask], list[int]]:
     """``tasks, weights``: one task per distinct fused subgraph with a reduction (every distinct
-    subgraph with ``include_simple``), weight = number of occurrences, in first-occurrence order."""
+    subgraph with ``include_simple``), weight = number of occurrences, in first-occurrence order.
+    ``layout_rewrite``: tasks measure candidates that pack a constant input with the pack done
+    outside the timed kernel (as ``compile_network(..., layout_rewrite=True)`` runs them)."""
     if not isinstance(graph, Graph):
         raise TypeError(f"extract_tasks takes an ansor.graph.Graph, got {type(graph).__name__}")
-    tasks, weights, _ = tasks_from_groups(lower_groups(graph, max_depth), include_simple)
+    tasks, weights, _ = tasks_from_groups(lower_groups(graph, max_depth), include_simple,
+                                          graph.constants, layout_rewrite)
     return tasks, weights
