@@ -76,7 +76,7 @@ def packed_log(graph, path, seed=0, blocks=None):
               if any(isinstance(st, PackStep) for st in x.steps)]
         if not sk:
             continue
-        for state in sample_initial_population(sk, 16, random.Random(seed + ti), params):
+        for state in sample_initial_population(sk, 64, random.Random(seed + ti), params):
             packs = rewritable_packs(state, t.layout_rewrite_inputs)
             if packs and (blocks is None or blocks.get(ti) in {p.block for p in packs.values()}):
                 rec([MeasureInput(t, state)], [MeasureResult((1e-6,), 0)])
