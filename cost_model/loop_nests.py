@@ -116,7 +116,10 @@ def statement_nests(state: State, infos: dict[int, StageInfo]) -> dict[int, Nest
             enc_coef = acc.coef @ rn.coef[:, :n_enc]
             enc_span = a @ rn.span[:, :n_enc]
             enc_ext, enc_ann, enc_red = rn.ext[:n_enc], rn.ann[:n_enc], rn.red[:n_enc]
-            enc_tested = tn.tested  # the target's partial tiles clamp this stage's region
+            # The target's partial tiles clamp this stage's region (tests), unless the stage pads:
+            # then it computes whole tiles and only the target's copy-out tests.
+            pads = any(getattr(r, "tail", "guard") == "pad" for r in s.relations)
+            enc_tested = 0.0 if pads else tn.tested
         else:
             enc_tested = 0.0
             n_enc = 0

@@ -75,6 +75,7 @@ _STRUCTURE: Memo[tuple] = Memo("search.structure")  # structure_key
 _LOWERS: Memo[bool] = Memo("search.lowers")  # lowers
 # Of a sketch: the state of its steps before the first split (the same for every sample).
 _BEFORE_FIRST_SPLIT: Memo[State] = Memo("search.before_first_split")
+_REGISTER_AXES: Memo[dict] = Memo("search.register_axes")
 
 # Per DAG (weakly held, so a finished task's table goes with its DAG): structure key -> lowers?
 _STRUCTURE_LOWERS: "weakref.WeakKeyDictionary[ComputeDAG, dict[tuple, bool]]" = \
@@ -317,8 +318,65 @@ def sample_split(state: State, step: SplitStep, extent: int, rng: random.Random,
     return sample_split_lengths(extent, n, step.inner_to_outer, cap, rng), "guard"
 
 
+def register_axes(state: State) -> dict[tuple[int, int], str]:
+    """The placeholder splits of multi-level tiled stages by role in the register tile, keyed by
+    (stage, loop position): a stage's last multi-level spatial split ("cols", the axis the tile
+    vectorizes: N of a GEMM, the output channels of a conv), the one before it ("rows": M, the
+    conv's width) and the others ("outer": batch, height). Reductions split into fewer levels."""
+    by_stage: dict[int, list[SplitStep]] = {}
+    for s in state.steps:
+        if is_placeholder_split(s) and s.inner_to_outer and len(s.lengths) >= 2:
+            by_stage.setdefault(s.stage_id, []).append(s)
+    roles: dict[tuple[int, int], str] = {}
+    for sid, splits in by_stage.items():
+        if len(splits) < 2:
+            continue
+        for k, s in enumerate(splits):
+            roles[(sid, s.iter_id)] = ("cols" if k == len(splits) - 1
+                                       else "rows" if k == len(splits) - 2 else "outer")
+    return roles
+
+
+def register_tile(rng: random.Random, params: "SearchParams") -> tuple[int, int]:
+    """(rows, vectors) of a register tile that fills the vector registers: 1 or 2 vectors wide
+    (up to ``max_vector_registers``), as many rows as leave 4 registers for the B vectors and
+    broadcasts, or down to half that (14 x 2 or 28 x 1 zmm on AVX-512; 6 x 2 or 12 x 1 ymm on
+    AVX2's 16)."""
+    regs = params.num_vector_registers or 16
+    vecs = rng.randint(1, max(1, min(2, params.max_vector_registers)))
+    top = max(1, (regs - 4) // vecs)
+    return rng.randint(max(1, top // 2), top), vecs
+
+
+def sample_around(extent: int, n_lengths: int, innermost: int, rng: random.Random,
+                  params: "SearchParams") -> tuple[int, ...]:
+    """Inner lengths (outer first) of a split into ``n_lengths + 1`` parts whose innermost is
+    ``innermost``: an exact factorisation of the rest when there is one (and the split's
+    ``imperfect_prob`` does not draw an imperfect one), else lengths from the imperfect pool
+    around it, within the waste bound when one level can fix it (``_repair_waste``)."""
+    innermost = max(1, min(innermost, extent))
+    if n_lengths == 1:
+        return (innermost,)
+    if extent % innermost == 0 and rng.random() >= imperfect_prob(extent, params):
+        options = factorizations(extent // innermost, n_lengths, extent)
+        parts = options[rng.randrange(len(options))]
+        return tuple(parts[1:]) + (innermost,)
+    pool = imperfect_pool(params.max_vector_lanes or 8)
+    out = [innermost]
+    prod = innermost
+    for _ in range(n_lengths - 1):
+        options = [v for v in pool if prod * v <= extent] or [1]
+        v = options[rng.randrange(len(options))]
+        out.append(v)
+        prod *= v
+    return tuple(reversed(_repair_waste(extent, out, params.max_tail_waste)))
+
+
 def fill_tile_sizes(state: State, rng: random.Random, params: "SearchParams | None" = None) -> State:
-    """Choose the lengths of every placeholder split and replay (follow-splits follow)."""
+    """Choose the lengths of every placeholder split and replay (follow-splits follow). With
+    ``register_tile_prob``, a tiled stage draws its register tile first (``register_tile``):
+    the innermost rows and vector columns, the outer axes' innermost 1, the levels around them
+    at random."""
     params = _default_params(params)
     steps = state.steps
     if not any(is_placeholder_split(s) for s in steps):
@@ -326,10 +384,31 @@ def fill_tile_sizes(state: State, rng: random.Random, params: "SearchParams | No
     first = next(i for i, s in enumerate(steps) if isinstance(s, SplitStep))
     # Everything before the first split is the same for every sample of this sketch.
     cur = state.memo(_BEFORE_FIRST_SPLIT, lambda s: replay(s.dag, s.steps[:first], verbatim=False))
+    roles = state.memo(_REGISTER_AXES, register_axes)
+    tiles: dict[int, tuple[int, int] | None] = {}
+    lanes = params.max_vector_lanes or 8
 
     def choose(extent: int, step: SplitStep, at: State) -> tuple[tuple[int, ...], str]:
         if not is_placeholder_split(step):
             return step.lengths, step.tail
+        role = roles.get((step.stage_id, step.iter_id))
+        if role is not None and params.register_tile_prob > 0.0:  # no draw at 0: as before
+            if step.stage_id not in tiles:
+                tiles[step.stage_id] = (register_tile(rng, params)
+                                        if rng.random() < params.register_tile_prob else None)
+            tile = tiles[step.stage_id]
+            if tile is not None:
+                inner = min({"rows": tile[0], "cols": tile[1] * lanes, "outer": 1}[role],
+                            params.max_innermost_split_factor)
+                p = imperfect_prob(extent, params)
+                if extent % inner and rng.random() >= p:
+                    # An extent with good exact tiles (1024) mostly keeps them: the largest
+                    # divisor below, if it is not much smaller (8 rows for 14; a prime keeps 14
+                    # unless imperfect tiles are off).
+                    d = max(x for x in divisors(extent) if x <= inner)
+                    inner = d if 2 * d >= inner or p == 0.0 else inner
+                lengths = sample_around(extent, len(step.lengths), inner, rng, params)
+                return lengths, split_tail(at, step.stage_id, extent, lengths, rng, params, step.iter_id)
         return sample_split(at, step, extent, rng, params)
 
     return replay(state.dag, steps[first:], verbatim=False, base=cur, split_lengths=choose)

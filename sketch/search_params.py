@@ -53,6 +53,10 @@ class SearchParams:
     # the register tile's width, zero-padded (PackStep); False derives only the unpacked ones.
     pack_inputs: bool = True
     max_vector_lanes: int | None = None  # SIMD lanes of one register; None = the machine's
+    num_vector_registers: int | None = None  # SIMD registers; None = the machine's (16 if unknown)
+    # The share of samples whose tiled stages draw their register tile first (rows x vectors that
+    # fill the registers, ``init_population.register_tile``), the other levels around it.
+    register_tile_prob: float = 0.5
     max_vector_registers: int = 2  # a vectorized loop may span this many registers (8x32 tiles: 2 zmm)
     auto_unroll_steps: tuple[int, ...] = (0, 16, 64, 512)  # auto_unroll_max_step choices
     parallel_extent_per_core: int = 16  # fuse parallel loops until cores * this iterations
@@ -67,7 +71,8 @@ class SearchParams:
         if self.population_size < 1 or self.num_generations < 0:
             raise ValueError("population_size must be >= 1 and num_generations >= 0")
         for name in ("mutation_prob", "eps_greedy", "use_measured_ratio", "imperfect_split_prob",
-                     "awkward_imperfect_split_prob", "shift_tail_prob", "pad_tail_prob"):
+                     "awkward_imperfect_split_prob", "shift_tail_prob", "pad_tail_prob",
+                     "register_tile_prob"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"SearchParams.{name} must be in [0, 1], got {v}")
@@ -97,7 +102,11 @@ class SearchParams:
     def with_hardware(self, hardware: HardwareParams) -> "SearchParams":
         """These parameters for ``hardware``: ``num_cores`` and ``max_vector_lanes`` taken from
         it where not set explicitly (an explicit value wins)."""
+        regs = self.num_vector_registers
+        if regs is None:
+            regs = hardware.num_vector_registers or 16
         return replace(self,
                        num_cores=hardware.num_cores if self.num_cores is None else self.num_cores,
+                       num_vector_registers=regs,
                        max_vector_lanes=(hardware.vector_lanes if self.max_vector_lanes is None
                                          else self.max_vector_lanes))

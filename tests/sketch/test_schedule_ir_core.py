@@ -102,11 +102,11 @@ def _proposals() -> str:
     lines = []
     for name, dag in (("gemm", ansor.ComputeDAG(W.matmul(64, 64, 64))),
                       ("conv2d", ansor.ComputeDAG(W.conv2d_bias_relu(1, 8, 8, 16, 16, 3, 3, 1, 1)))):
-        # Imperfect tiles and packing off: with them off the search must propose exactly what it
-        # did before they existed.
+        # Imperfect tiles, packing and the register-tile prior off: with them off the search must
+        # propose exactly what it did before they existed.
         params = SearchParams(population_size=32, num_generations=2, num_cores=4, max_vector_lanes=16,
                               imperfect_split_prob=0.0, awkward_imperfect_split_prob=0.0,
-                              pack_inputs=False)
+                              pack_inputs=False, register_tile_prob=0.0)
         # every machine fact pinned (cores, vector lanes), so the hash holds on any host
         policy = SketchPolicy(_Task(dag), RandomModel(seed=3), params, seed=11,
                               sketches=generate_sketches(dag, num_cores=4, pack_inputs=False),
