@@ -320,14 +320,20 @@ class _Lowering:
                 p = self.producer_of[id(x.tensor)]
                 pc = self.ctx[p]
                 idx = [E.rewrite(i, fn, memo) for i in x.indices]
-                if clamp:
-                    # A padded point reads the last real row / block instead of past the tensor.
-                    idx = [E.binary("min", i, x.tensor.shape[d] - 1)
-                           if any(id(v) in clamp for v in E.free_vars(orig))
-                           and not _in_range(orig, x.tensor.shape[d]) else i
-                           for d, (i, orig) in enumerate(zip(idx, x.indices))]
+                padded = [bool(clamp) and any(id(v) in clamp for v in E.free_vars(orig))
+                          and not _in_range(orig, x.tensor.shape[d])
+                          for d, orig in enumerate(x.indices)]
                 if pc.region_local:
                     idx = [simplify(i - m) for i, m in zip(idx, pc.root_min)]
+                    # A padded point reads inside the producer's region buffer: a region filled
+                    # at a loop inside the padding stage can lie wholly past the tensor (its
+                    # start beyond the last row or block), so clamp to the buffer, not the tensor.
+                    idx = [E.binary("max", E.binary("min", i, r - 1), E.const(0)) if p else i
+                           for i, r, p in zip(idx, pc.buffer.shape, padded)]
+                else:
+                    # A padded point reads the last real row / block instead of past the tensor.
+                    idx = [E.binary("min", i, x.tensor.shape[d] - 1) if p else i
+                           for d, (i, p) in enumerate(zip(idx, padded))]
                 return L.buffer_load(pc.buffer, idx)
             return None
 

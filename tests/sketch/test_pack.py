@@ -19,6 +19,7 @@ from sketch.lower import lower
 from sketch.search_params import SearchParams
 from sketch.sketch_rules import generate_sketches, packable_input
 from sketch.transform_steps import FollowSplitStep, PackStep, SplitStep, step_from_json
+from tests import loop_ir_interp as interp
 from tests.util import assert_matches_reference
 
 from .test_split_tails import PRIMES, _inputs, gemm_state
@@ -144,6 +145,20 @@ def test_padded_accumulator_runs_without_tests_and_reads_clamped():
     k = ansor.build(s)
     assert "masked.gather" not in k.llvm_ir
     assert_matches_reference(k, dag, _inputs(dag), what="61x97x31 pad")
+
+
+@pytest.mark.parametrize("at", ["k.0", "i.0", "j.0"])
+def test_padded_accumulator_with_the_pack_filled_inside_its_loops(at):
+    """The pack computed at a loop of the padding accumulator: a sub-tile of the last tile can lie
+    wholly past N (cols 40..63 of 37), its block region starting past the last block; the
+    clamped reads must stay inside that region buffer (this read out of bounds, SIGSEGV, once)."""
+    dag, s = packed_gemm(13, 37, 5, (8, 32), (4, 8, 2), out_tail="peel", acc_tail="pad")
+    s = s.compute_at("B.pack", "matmul.local", at)
+    a, b = _inputs(dag)
+    out = np.zeros((13, 37), np.float32)
+    interp.run(lower(s), [a, b, out])  # raises IndexError on any access outside a buffer
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+    assert_matches_reference(ansor.build(s), dag, [a, b], what=f"pack at {at}")
 
 
 def test_pad_on_an_unpacked_vector_axis_keeps_its_test():
