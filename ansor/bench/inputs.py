@@ -13,6 +13,7 @@ from compute.compute_dag import ComputeDAG
 from compute.reference import random_inputs
 from compute.tensor import ComputeOp
 from compute.workload_registry import get_workload_func, make_workload
+from measure.runner import output_zeros
 
 INPUT_SEED = 0
 
@@ -36,9 +37,11 @@ def make_inputs(dag: ComputeDAG) -> list:
 
 def kernel_arrays(dag: ComputeDAG) -> list:
     """A kernel's arguments in ``dag.tensors`` order: the random inputs, zeroed outputs (the
-    last is the workload's output)."""
+    last is the workload's output), placed 16 bytes past a cache-line boundary as the tuner
+    measures them (``measure.runner.OUTPUT_LINE_OFFSET``): a timing does not depend on where
+    this process's allocator happened to put them."""
     inputs = iter(make_inputs(dag))
-    return [np.zeros(t.shape, t.dtype) if isinstance(t.op, ComputeOp) else next(inputs)
+    return [output_zeros(t.shape, t.dtype) if isinstance(t.op, ComputeOp) else next(inputs)
             for t in dag.tensors]
 
 
