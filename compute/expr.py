@@ -615,6 +615,21 @@ def substitute(expr: Expr, mapping: dict[Var, Expr]) -> Expr:
     return rewrite(expr, lambda e: by_id.get(id(e)) if isinstance(e, Var) else None)
 
 
+def conjuncts(cond: Expr) -> list[Expr]:
+    """The operands of a conjunction ``a and b and ...``, in order (``[cond]`` for any other)."""
+    if isinstance(cond, Binary) and cond.op == "and":
+        return conjuncts(cond.a) + conjuncts(cond.b)
+    return [cond]
+
+
+def conjunction(parts: list[Expr]) -> Expr | None:
+    """``parts[0] and parts[1] and ...``; None for no parts."""
+    out: Expr | None = None
+    for p in parts:
+        out = p if out is None else binary("and", out, p)
+    return out
+
+
 def free_vars(expr: Expr) -> list[Var]:
     """Variables in ``expr`` (in first-seen order), not counting a Reduce's own axes."""
     bound: set[int] = set()

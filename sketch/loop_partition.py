@@ -38,18 +38,8 @@ def partition_guards(body: L.Stmt, marked: set[int]) -> L.Stmt:
     return _Partitioner(marked).visit(body, {}, frozenset())
 
 
-def atoms(cond: E.Expr) -> list[E.Expr]:
-    """The comparisons of a conjunction, in order."""
-    if isinstance(cond, E.Binary) and cond.op == "and":
-        return atoms(cond.a) + atoms(cond.b)
-    return [cond]
-
-
-def _conj(parts: list[E.Expr]) -> E.Expr | None:
-    out: E.Expr | None = None
-    for p in parts:
-        out = p if out is None else E.binary("and", out, p)
-    return out
+atoms = E.conjuncts  # the comparisons of a guard
+_conj = E.conjunction
 
 
 def _drop(stmt: L.Stmt, ids: set[int]) -> L.Stmt:

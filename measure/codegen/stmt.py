@@ -175,7 +175,7 @@ def _trip_bound(s: L.For) -> tuple[E.Expr | None, E.Expr, L.Stmt] | None:
     def free_of_v(e: E.Expr) -> bool:
         return all(x is not v for x in E.free_vars(e))
 
-    parts = _atoms(b.cond)
+    parts = E.conjuncts(b.cond)
     for k, a in enumerate(parts):
         if not (isinstance(a, E.Compare) and a.op == "lt" and free_of_v(a.b)):
             continue
@@ -190,21 +190,10 @@ def _trip_bound(s: L.For) -> tuple[E.Expr | None, E.Expr, L.Stmt] | None:
             continue
         if v.dtype != a.b.dtype or (offset is not None and offset.dtype != v.dtype):
             continue
-        rest = parts[:k] + parts[k + 1:]
-        body: L.Stmt = b.then_case
-        if rest:
-            cond = rest[0]
-            for r in rest[1:]:
-                cond = E.binary("and", cond, r)
-            body = L.IfThenElse(cond, body)
+        rest = E.conjunction(parts[:k] + parts[k + 1:])
+        body: L.Stmt = b.then_case if rest is None else L.IfThenElse(rest, b.then_case)
         return offset, a.b, body
     return None
-
-
-def _atoms(cond: E.Expr) -> list[E.Expr]:
-    if isinstance(cond, E.Binary) and cond.op == "and":
-        return _atoms(cond.a) + _atoms(cond.b)
-    return [cond]
 
 
 def limit_unrolling(stmt: L.Stmt) -> L.Stmt:
