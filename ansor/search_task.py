@@ -21,6 +21,7 @@ none (every input may change between calls, the pack runs inside the kernel).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -192,6 +193,33 @@ class SearchTask:
         says so (``interrupted``).
         """
         return tune_task(self, options, cost_model, search_policy)
+
+    def best_guess(self, cost_model: "CostModel | None" = None, search_params: Any | None = None,
+                   seed: int = 0) -> "State":
+        """A schedule without measuring anything: the state the cost model ranks first after one
+        round of the search (sampling and evolution), which lowers.
+
+        ``cost_model`` defaults to the pre-trained model shipped in the package
+        (``ansor costmodel info``); ValueError if there is none to guess with (an untrained
+        model would pick at random). ``search_params``: the search's ``SearchParams`` (e.g. a
+        smaller ``population_size`` for a faster guess). Deterministic for a given seed.
+        """
+        from cost_model.lgbm_model import LGBModel  # noqa: PLC0415
+        from sketch.search_policy import SketchPolicy  # noqa: PLC0415
+
+        from .tuning import default_cost_model  # noqa: PLC0415
+
+        model = cost_model if cost_model is not None else default_cost_model(seed)
+        if isinstance(model, LGBModel) and model.booster is None and model.base_booster is None:
+            raise ValueError(f"best_guess of {self.desc}: the cost model is untrained (no pre-trained "
+                             "model: ANSOR_PRETRAINED_MODEL=none or a package without one); give a "
+                             "trained cost_model, or tune the task")
+        policy = SketchPolicy(self, model, params=search_params, seed=seed)
+        policy.params = dataclasses.replace(policy.params, eps_greedy=0.0)  # the model's pick only
+        found = policy.generate_measure_candidates(1, frozenset(), [])
+        if not found:
+            raise ValueError(f"best_guess of {self.desc}: the search found no schedule that lowers")
+        return found[0]
 
 
 def _check_rewrite_inputs(dag: ComputeDAG, positions: Sequence[int], what: str) -> tuple[int, ...]:

@@ -29,12 +29,14 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from cost_model.cost_model import CostModel
 from cost_model.lgbm_model import LGBModel
+from cost_model.pretrained import load_pretrained
 from measure.builder import LocalBuilder
 from measure.checks import check_seed
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, MeasureUnavailableError
 from measure.record import LineWarner, RecordToFile, check_log_file, iter_lines, target_summary
 from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
+from measure.target import host_cpu_name
 
 from .measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
                        STOP_UNAVAILABLE, ProgramMeasurer, is_valid, unavailable_stop)
@@ -61,9 +63,16 @@ DEFAULT_SCHEDULE_TIMEOUT = 120.0
 DEFAULT_PROBE_LONG = 0.25
 
 
-def default_cost_model(seed: int | None = None) -> CostModel:
-    """The cost model ``tune`` uses when none is given: the learned LightGBM model (it scores
-    randomly until its first training, after the first round)."""
+def default_cost_model(seed: int | None = None, pretrained: bool = True) -> CostModel:
+    """The cost model ``tune`` uses when none is given: the learned LightGBM model, starting from
+    the pre-trained trees shipped in the package (``cost_model.pretrained``; trees fitted to the
+    task's own measurements are added after each round). ``pretrained=False``, or
+    ``ANSOR_PRETRAINED_MODEL=none``, or a package without the file: an untrained model, which
+    scores randomly until its first training, after the first round."""
+    if pretrained:
+        model = load_pretrained(seed, host_cpu=host_cpu_name())
+        if model is not None:
+            return model
     return LGBModel(seed=seed)
 
 

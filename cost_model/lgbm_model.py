@@ -135,6 +135,10 @@ class LGBModel(CostModel):
         self.last_train_size = 0
         self.train_seconds = 0.0  # total, for the tuner's statistics
         self.num_trainings = 0
+        # Where a loaded model came from (``cost_model.pretrained.Provenance`` fields as a dict,
+        # checked on load); saved again with the model. Empty for a model trained here.
+        self.provenance: dict = {}
+        self.pretrained_from: str | None = None  # the file of a pre-trained start, if any
 
     # ---- learning ------------------------------------------------------------------------------
     def num_samples(self) -> int:
@@ -281,8 +285,9 @@ class LGBModel(CostModel):
         return np.where(group > 0, out, np.nan)
 
     # ---- persistence ---------------------------------------------------------------------------
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the trees, the feature schema version and the parameters as one JSON file."""
+    def save(self, path: str | os.PathLike, provenance: dict | None = None) -> None:
+        """Write the trees, the feature schema version and the parameters as one JSON file;
+        ``provenance`` (machine, date, tasks: ``cost_model.pretrained``) is stored beside them."""
         if self.booster is None and self.base_booster is None:
             raise ValueError("the cost model has not been trained: nothing to save")
         import lightgbm as lgb
@@ -297,6 +302,9 @@ class LGBModel(CostModel):
         doc = {"format": MODEL_FORMAT, "feature_version": FEATURE_VERSION,
                "feature_names": FEATURE_NAMES, "params": asdict(self.params),
                "lightgbm": lgb.__version__, "num_samples": self.num_samples(), "boosters": parts}
+        prov = provenance if provenance is not None else self.provenance
+        if prov:
+            doc["provenance"] = prov
         tmp = f"{os.fspath(path)}.tmp"
         with open(tmp, "w") as f:
             json.dump(doc, f)
@@ -317,14 +325,24 @@ class LGBModel(CostModel):
         if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
             raise ValueError(f"{path}: not a saved ansor-py cost model (format "
                              f"{doc.get('format') if isinstance(doc, dict) else None!r}, expected {MODEL_FORMAT!r})")
+        from .provenance import check_provenance  # noqa: PLC0415 - a sibling of the file format
+
+        prov = check_provenance(doc.get("provenance", {}), path)
         if doc.get("feature_version") != FEATURE_VERSION:
             raise ValueError(f"{path}: saved with features {doc.get('feature_version')!r}, this version "
                              f"computes {FEATURE_VERSION!r}; retrain it (update_from_file on the logs)")
         known = set(LGBParams.__dataclass_fields__)
         params = LGBParams(**{k: v for k, v in doc.get("params", {}).items() if k in known})
         model = cls(params, seed)
-        boosters = [lgb.Booster(model_str=s) for s in doc["boosters"]]
+        parts = doc.get("boosters")
+        if not isinstance(parts, list) or not parts or not all(isinstance(p, str) for p in parts):
+            raise ValueError(f"{path}: 'boosters' must be a non-empty list of LightGBM model texts")
+        try:
+            boosters = [lgb.Booster(model_str=s) for s in parts]
+        except lgb.basic.LightGBMError as e:
+            raise ValueError(f"{path}: a booster does not parse ({str(e).strip()[:200]})") from None
         model.base_booster = boosters[0] if len(boosters) == 1 else _Sum(boosters)
+        model.provenance = prov
         return model
 
 
@@ -349,6 +367,14 @@ def _lgb_names() -> list[str]:
 def samples_from_file(path: str | os.PathLike, workload_keys: Iterable[str] | None
                        ) -> Iterable[tuple[str, Any, float]]:
     """(workload key, state, cost) of every record that can be rebuilt in this process."""
+    for line, state, cost in lines_with_states(path, workload_keys):
+        yield line.workload_key, state, cost
+
+
+def lines_with_states(path: str | os.PathLike, workload_keys: Iterable[str] | None
+                      ) -> Iterable[tuple[Any, Any, float]]:
+    """(record line, state, cost) of every record that can be rebuilt in this process; a line
+    that cannot is skipped with a warning naming the file and line."""
     wanted = None if workload_keys is None else set(workload_keys)
     path = os.fspath(path)
     warner = LineWarner(path)
@@ -375,5 +401,5 @@ def samples_from_file(path: str | os.PathLike, workload_keys: Iterable[str] | No
         except Exception as e:  # noqa: BLE001 - steps from a file may fail in any way
             warner(line.lineno, f"its steps do not replay: {type(e).__name__}: {str(e)[:200]}")
             continue
-        yield line.workload_key, state, _cost_of(line.result)
+        yield line, state, _cost_of(line.result)
     warner.finish()

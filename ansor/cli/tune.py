@@ -11,7 +11,7 @@ import sys
 
 from ansor import argtypes
 from ansor.search_task import SearchTask
-from ansor.tuning import TuneResult, TuningOptions, format_speedup
+from ansor.tuning import TuneResult, TuningOptions, default_cost_model, format_speedup
 from compute.ops import get_workload
 from cost_model import LGBModel, RandomModel
 from measure.checks import MAX_TIMEOUT_S
@@ -209,8 +209,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="each timing repeats the kernel for at least this long (default 100)")
     add_cluster_argument(p)
     p.add_argument("--cost-model", dest="cost_model", default="learned", metavar="MODEL",
-                   help="'learned' (LightGBM, default), 'random', or a model file saved by "
-                   "`ansor costmodel train` (warm start from other tasks' records)")
+                   help="'learned' (LightGBM starting from the pre-trained model shipped in the "
+                   "package, default; `ansor costmodel info`), 'untrained' (LightGBM from nothing: "
+                   "the first round is random), 'random', or a model file saved by `ansor "
+                   "costmodel train|pretrain` (warm start from other tasks' records)")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="also print a mark per candidate and the search's statistics; -vv also "
                    "every failed candidate's error")
@@ -219,12 +221,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _cost_model_arg(spec: str, seed: int | None) -> LGBModel | RandomModel | str:
     """The cost model ``--cost-model`` names, or an error message."""
-    if spec == "learned":
+    if spec == "learned":  # from the pre-trained model when the package ships one
+        return default_cost_model(seed)
+    if spec == "untrained":
         return LGBModel(seed=seed)
     if spec == "random":
         return RandomModel(seed)
     if not os.path.isfile(spec):
-        return f"--cost-model {spec!r}: not 'learned', 'random' or a model file"
+        return f"--cost-model {spec!r}: not 'learned', 'untrained', 'random' or a model file"
     try:
         return LGBModel.load(spec, seed=seed)
     except ValueError as err:
