@@ -116,15 +116,40 @@ def _tune_ours(job: dict) -> dict:
         from sketch.search_params import SearchParams
 
         params = SearchParams(**job["search_params"])
+    model = None
+    if job.get("cost_model") == "untrained":  # the search as it was before the pre-trained model
+        from cost_model import LGBModel
+
+        model = LGBModel(seed=job.get("seed"))
     res = task.tune(TuningOptions(num_measure_trials=need, num_measures_per_round=job["per_round"],
                                   log_file=log, seed=job.get("seed"), verbose=1,
-                                  search_params=params))
+                                  search_params=params), cost_model=model)
     end = time.time()
     out.update(trials=res.trials, errors=res.errors, start=start, end=end,
                wall_seconds=end - start, search_seconds=res.search_seconds,
                measure_seconds=res.measure_seconds, stop_reason=res.stop_reason,
                best_cost=res.best_cost)
     return out
+
+
+def _guess_ours(job: dict) -> dict:
+    """``SearchTask.best_guess`` (no measurement to choose it), then measured once by the
+    ordinary measurer into ``job["log"]`` so the suite's timing job can time it."""
+    from measure.builder import LocalBuilder
+    from measure.measure import MeasureInput
+    from measure.record import RecordToFile
+    from measure.runner import LocalRunner
+
+    task = SearchTask(func=job["workload"], args=job["args"])
+    t0 = time.perf_counter()
+    state = task.best_guess(seed=int(job.get("seed") or 0))
+    guess_seconds = time.perf_counter() - t0
+    inp = MeasureInput(task, state)
+    with LocalBuilder() as builder, LocalRunner() as runner:
+        res = runner.run([inp], builder.build([inp]))
+    RecordToFile(job["log"])([inp], res)
+    return {"guess_seconds": guess_seconds, "error_no": int(res[0].error_no),
+            "cost": float(res[0].mean_cost)}
 
 
 def _reference(job: dict) -> dict:
@@ -143,6 +168,8 @@ def worker(job: dict) -> dict:
             return _reference(job)
         if kind == "tune" and system == "ours":
             return _tune_ours(job)
+        if kind == "guess" and system == "ours":
+            return _guess_ours(job)
         if kind == "time":
             if system == "ours":
                 return _time_ours(job)
