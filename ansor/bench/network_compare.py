@@ -56,12 +56,15 @@ def _rel_error(out: np.ndarray, ref: np.ndarray) -> float:
 def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int):
     """A callable doing one inference on ``feeds``, returning the outputs in graph order."""
     system = job["system"]
-    if system in ("ansor", "ansor-untuned", "ansor-no-rewrite"):
+    if system in ("ansor", "ansor-untuned", "ansor-no-rewrite", "ansor-guess"):
         from ansor.graph.executor import compile_network  # noqa: PLC0415 - worker-only
 
-        log = job.get("log") if system != "ansor-untuned" else None
+        # ansor-untuned: no record, the rule-based schedules; ansor-guess: no record, the
+        # pre-trained model's zero-trial picks.
+        log = job.get("log") if system not in ("ansor-untuned", "ansor-guess") else None
+        untuned = "guess" if system == "ansor-guess" else job.get("untuned", "rules")
         lib = compile_network(graph, log_file=log, verbose=False,
-                              layout_rewrite=system != "ansor-no-rewrite")
+                              layout_rewrite=system != "ansor-no-rewrite", untuned=untuned)
         return lambda: [v for v in lib.run(feeds).values()]
     if system == "onnxruntime":
         import onnxruntime as ort  # noqa: PLC0415 - optional peer
@@ -86,7 +89,7 @@ def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int
                 return [o.numpy() for o in module(*args)]
         return run
     raise ValueError(f"unknown system {system!r}; known: {', '.join(SYSTEMS)}, ansor-untuned, "
-                     "ansor-no-rewrite")
+                     "ansor-no-rewrite, ansor-guess")
 
 
 def worker(job: dict) -> dict:
@@ -109,7 +112,7 @@ def worker(job: dict) -> dict:
 
 def compare_network(model: str, options: dict | None = None, systems: Sequence[str] = SYSTEMS,
                     threads: int = 2, rounds: int = 3, log: str | None = None,
-                    timing: dict | None = None, say: Any = None) -> dict:
+                    timing: dict | None = None, say: Any = None, untuned: str = "rules") -> dict:
     """Median seconds per inference of each system over ``rounds`` alternating fresh-process
     rounds: ``{system: {"seconds": median or None, "rounds": [...], "error": str (if any)}}``."""
     from ansor.graph import run as reference_run  # noqa: PLC0415 - keeps the worker import light
@@ -133,7 +136,7 @@ def compare_network(model: str, options: dict | None = None, systems: Sequence[s
                 out["onnxruntime"]["error"] = f"cannot write the graph as ONNX: {e}"
         base = {"model": model, "options": options or {}, "data": str(data), "threads": threads,
                 "log": None if log is None else os.fspath(log), "onnx_path": onnx_path,
-                "timing": timing or {}}
+                "timing": timing or {}, "untuned": untuned}
         for r in range(rounds):
             # alternate the order so no system always runs right after another's warm-up
             order = list(systems) if r % 2 == 0 else list(reversed(systems))

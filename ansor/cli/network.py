@@ -47,8 +47,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     g = load_model(args.model, args.seq_len, args.image_size)
     t0 = time.perf_counter()
-    lib = compile_network(g, log_file=args.log, strict=args.strict,
-                          layout_rewrite=not args.no_layout_rewrite)
+    try:
+        lib = compile_network(g, log_file=args.log, strict=args.strict,
+                              layout_rewrite=not args.no_layout_rewrite, untuned=args.untuned)
+    except ValueError as err:  # --untuned guess without a pre-trained model
+        print(f"ansor network run: {err}", file=sys.stderr)
+        return 2
     print(f"compiled {lib.num_kernels} kernels in {time.perf_counter() - t0:.1f} s")
     rng = np.random.default_rng(0)
     x = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in g.inputs.items()}
@@ -77,7 +81,8 @@ def _compare(args: argparse.Namespace, threads: int) -> None:
     opts = {k: v for k, v in (("seq_len", args.seq_len), ("image_size", args.image_size)) if v is not None}
     print(f"timing {', '.join(systems)}: {threads} thread(s), a fresh process each, "
           f"{args.rounds} alternating round(s), median ...", flush=True)
-    res = compare_network(args.model, opts, systems, threads=threads, rounds=args.rounds, log=args.log)
+    res = compare_network(args.model, opts, systems, threads=threads, rounds=args.rounds, log=args.log,
+                          untuned=args.untuned)
     ours = res["ansor"]["seconds"]
     rows = [("system", "latency (ms)", "ansor's speed-up")]
     for s in systems:
@@ -109,6 +114,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
             q.add_argument("--no-layout-rewrite", action="store_true",
                            help="compile without weight layout rewrite: a kernel that packs a weight "
                                 "copies it on every run instead of reading it packed at compile time")
+            q.add_argument("--untuned", choices=("rules", "guess"), default="rules",
+                           help="a task without a record: the rule-based schedule (default) or the "
+                                "pre-trained cost model's zero-trial pick (SearchTask.best_guess)")
             q.add_argument("--rounds", type=argtypes.count(0), default=3,
                            help="rounds of the latency comparison with onnxruntime and PyTorch "
                                 "(fresh processes, alternating; 0: skip it)")

@@ -39,12 +39,18 @@ import numpy as np
 
 from compute import dtype as dt
 from sketch.layout_rewrite import pack_array
+from sketch.search_params import SearchParams
 
 from ..build_module import build
 from ..records import best_record
 from .ir import Graph, GraphError, TensorType, display_name
 from .tasks import constant_positions, lower_groups, tasks_from_groups
 from .untuned import untuned_schedule
+
+# ``compile_network(untuned=...)``; the guess searches a smaller population than tuning does (the
+# model's pick changes little beyond it, and compile time grows with every untuned task).
+UNTUNED_MODES = ("rules", "guess")
+GUESS_SEARCH = SearchParams(population_size=512, num_generations=2)
 
 FORMAT = "ansor-network-module"
 VERSION = 1
@@ -216,7 +222,7 @@ def _plan_buffers(order: list[tuple[str, list[str]]], types: Mapping[str, Tensor
 
 def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, strict: bool = False,
                     verbose: bool = True, file: TextIO | None = None,
-                    layout_rewrite: bool = True) -> NetworkModule:
+                    layout_rewrite: bool = True, untuned: str = "rules") -> NetworkModule:
     """Build ``graph`` into a ``NetworkModule``: each task's best record in ``log_file``, else an
     untuned rule-based schedule, named in a table on ``file`` (stderr) unless ``verbose=False``;
     ``strict=True`` raises ``UntunedTaskError`` listing them instead.
@@ -225,13 +231,20 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
     packed once, here, and its kernel reads the packed array instead of copying on every run
     (``sketch.layout_rewrite``); the module holds the packed copy (one per distinct packing of a
     constant) in place of the original where no kernel reads the original. ``False``: every
-    kernel packs inside, as tuned without rewrite."""
+    kernel packs inside, as tuned without rewrite.
+
+    ``untuned``: how a task without a record is scheduled: ``"rules"`` (the rule-based
+    register-tiled schedule, ``untuned.untuned_schedule``) or ``"guess"`` (the pre-trained cost
+    model's pick after one search round, ``SearchTask.best_guess``; a second or so per task, and
+    ValueError if no pre-trained model is available)."""
+    if untuned not in UNTUNED_MODES:
+        raise ValueError(f"compile_network untuned must be one of {', '.join(UNTUNED_MODES)}, got {untuned!r}")
     if not isinstance(graph, Graph):
         raise TypeError(f"compile_network takes an ansor.graph.Graph, got {type(graph).__name__}")
     occ = lower_groups(graph)
     tasks, weights, task_of = tasks_from_groups(occ, constants=graph.constants, layout_rewrite=layout_rewrite)
     states: dict[int, Any] = {}
-    untuned: list[int] = []
+    missing: list[int] = []  # tasks without a record
     if log_file is not None:
         if not Path(log_file).exists():
             raise FileNotFoundError(f"log file {os.fspath(log_file)!r} does not exist")
@@ -239,16 +252,26 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
             best = best_record(log_file, t)
             if best is not None:
                 states[ti] = best[0].state
-    untuned = [ti for ti in range(len(tasks)) if ti not in states]
-    if untuned:
-        table = untuned_table(tasks, untuned)
+    missing = [ti for ti in range(len(tasks)) if ti not in states]
+    guess_model = None
+    if missing:
+        table = untuned_table(tasks, missing)
         if strict:
-            raise UntunedTaskError(f"{len(untuned)} of {len(tasks)} task(s) have no record"
+            raise UntunedTaskError(f"{len(missing)} of {len(tasks)} task(s) have no record"
                                    + (f" in {os.fspath(log_file)!r}" if log_file is not None else "")
                                    + ":\n" + table)
         if verbose:
-            print(f"ansor: {len(untuned)} of {len(tasks)} task(s) of {display_name(graph.name)} have no "
-                  f"tuning record and use an untuned schedule:\n{table}", file=file or sys.stderr)
+            how = "the pre-trained model's zero-trial pick" if untuned == "guess" else "an untuned schedule"
+            print(f"ansor: {len(missing)} of {len(tasks)} task(s) of {display_name(graph.name)} have no "
+                  f"tuning record and use {how}:\n{table}", file=file or sys.stderr)
+        if untuned == "guess":
+            from ..tuning import default_cost_model  # noqa: PLC0415
+
+            guess_model = default_cost_model(0)
+            if getattr(guess_model, "base_booster", None) is None:
+                raise ValueError("compile_network(untuned='guess') needs the pre-trained cost model, "
+                                 "and none is available (ANSOR_PRETRAINED_MODEL=none, or a package "
+                                 "without cost_model/data/pretrained.json)")
     # Buffers (``_materialise`` specs): graph inputs, planned intermediates/outputs (flat),
     # constants and derived arrays, then views of flat buffers in each kernel argument's shape.
     types = {**{n: graph.type_of(n) for n in graph.inputs}, **{n.name: n.type for n in graph.nodes}}
@@ -275,7 +298,12 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
         rewrite = tuple(sorted(constant_positions(o, graph.constants))) if layout_rewrite else ()
         kkey = (o.dag.workload_key, ti if tuned else -1, rewrite)
         if kkey not in kernels:
-            state = states[ti] if tuned else untuned_schedule(o.dag)[0]
+            if tuned:
+                state = states[ti]
+            elif untuned == "guess" and ti is not None:
+                state = tasks[ti].best_guess(cost_model=guess_model, search_params=GUESS_SEARCH)
+            else:
+                state = untuned_schedule(o.dag)[0]
             kernels[kkey] = build(state, layout_rewrite_inputs=rewrite)
         kernel = kernels[kkey]
         packed = {p.position: p for p in kernel.packed_args}

@@ -196,3 +196,25 @@ def test_best_guess_is_the_models_pick_without_measuring(model_file, monkeypatch
     monkeypatch.setenv(P.ENV, "none")
     with pytest.raises(ValueError, match="the cost model is untrained"):
         task.best_guess(search_params=params)
+
+
+def test_a_network_compiles_with_the_models_guesses(model_file, monkeypatch, capsys):
+    from ansor.graph import run
+    from tests.ansor.graph.test_network_compile import _inputs, _small
+
+    monkeypatch.setenv(P.ENV, str(model_file))
+    g = _small()
+    lib = ansor.compile_network(g, untuned="guess")
+    assert "use the pre-trained model's zero-trial pick" in capsys.readouterr().err
+    x = _inputs(g)
+    out, ref = lib.run(x), run(g, x)
+    for k in ref:
+        np.testing.assert_allclose(out[k], ref[k], rtol=0, atol=1e-4 * np.abs(ref[k]).max())
+    with pytest.raises(ValueError, match="untuned must be one of rules, guess"):
+        ansor.compile_network(g, untuned="best")
+    monkeypatch.setenv(P.ENV, "none")
+    with pytest.raises(ValueError, match="needs the pre-trained cost model"):
+        ansor.compile_network(g, untuned="guess", verbose=False)
+    assert cli_main(["network", "run", "resnet-18", "--image-size", "32", "--untuned", "guess",
+                     "--rounds", "0"]) == 2
+    assert "needs the pre-trained cost model" in capsys.readouterr().err
