@@ -19,6 +19,11 @@ from ansor.records import best_record
 from ansor.search_task import SearchTask
 from ansor.tuning import TuningOptions
 from compute import reference
+from cost_model import LGBModel
+from measure.builder import LocalBuilder
+from measure.measure import MeasureInput
+from measure.record import RecordToFile
+from measure.runner import LocalRunner
 from measure.target import toolchain_key
 
 from . import timing
@@ -118,8 +123,6 @@ def _tune_ours(job: dict) -> dict:
         params = SearchParams(**job["search_params"])
     model = None
     if job.get("cost_model") == "untrained":  # the search as it was before the pre-trained model
-        from cost_model import LGBModel
-
         model = LGBModel(seed=job.get("seed"))
     res = task.tune(TuningOptions(num_measure_trials=need, num_measures_per_round=job["per_round"],
                                   log_file=log, seed=job.get("seed"), verbose=1,
@@ -135,11 +138,6 @@ def _tune_ours(job: dict) -> dict:
 def _guess_ours(job: dict) -> dict:
     """``SearchTask.best_guess`` (no measurement to choose it), then measured once by the
     ordinary measurer into ``job["log"]`` so the suite's timing job can time it."""
-    from measure.builder import LocalBuilder
-    from measure.measure import MeasureInput
-    from measure.record import RecordToFile
-    from measure.runner import LocalRunner
-
     task = SearchTask(func=job["workload"], args=job["args"])
     t0 = time.perf_counter()
     state = task.best_guess(seed=int(job.get("seed") or 0))
