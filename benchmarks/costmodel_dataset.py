@@ -8,7 +8,7 @@ sizes), deliberately *not* the benchmark suite's rows, so the suite stays a held
 task is tuned with the ordinary search (a random first round, then the online model), so the set
 holds random, mediocre and good programs alike - a model must order all of them.
 
-    python benchmarks/costmodel_dataset.py --trials 128 --out benchmarks/results/costmodel
+    python benchmarks/costmodel_dataset.py --trials 96 --out benchmarks/results/costmodel
     ansor costmodel pretrain benchmarks/results/costmodel/records.json -o pretrained.json \\
         --holdout conv2d_transpose_nhwc,group_conv2d_nhwc
 
@@ -61,6 +61,14 @@ TASKS: tuple[tuple[str, tuple, str], ...] = (
     ("softmax", (128, 1000), "softmax over classes"),
     ("layer_norm", (128, 768), "BERT layer norm"),
     ("max_pool2d", (1, 112, 112, 64, 3, 3, 2, 1), "ResNet max pool"),
+    ("conv2d_nhwc", (1, 112, 112, 32, 64, 1, 1, 1, 0), "MobileNet-V1 pointwise"),
+    ("conv2d_nhwc", (1, 7, 7, 512, 2048, 1, 1, 1, 0), "ResNet-50 stage 4 1x1 expand"),
+    ("conv2d_nhwc", (1, 224, 224, 3, 32, 3, 3, 2, 1), "MobileNet stem, 3 channels"),
+    ("conv2d_nhwc", (1, 13, 13, 384, 384, 3, 3, 1, 1), "AlexNet-like 13x13"),
+    ("dense", (77, 512, 512), "CLIP text projection, 77 tokens"),
+    ("matmul", (333, 555, 777), "GEMM odd 333x555x777"),
+    ("batch_matmul", (12, 197, 64, 197), "ViT attention x values, 197 tokens"),
+    ("depthwise_conv2d_nhwc", (1, 7, 7, 960, 3, 3, 1, 1), "MobileNet-V2 last depthwise"),
     # Ops the tuner trains on least: good held-out tasks for `ansor costmodel pretrain --holdout`.
     ("group_conv2d_nhwc", (1, 28, 28, 128, 128, 3, 3, 1, 1, 1, 4), "grouped 3x3, 4 groups"),
     ("conv2d_transpose_nhwc", (1, 8, 8, 256, 128, 4, 4, 2, 1), "transposed conv (decoder)"),
@@ -69,7 +77,7 @@ TASKS: tuple[tuple[str, tuple, str], ...] = (
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trials", type=int, default=128, help="measured programs per task (default 128)")
+    ap.add_argument("--trials", type=int, default=96, help="measured programs per task (default 96)")
     ap.add_argument("--per-round", type=int, default=32, help="programs per search round (default 32)")
     ap.add_argument("--population", type=int, default=512, help="search population (default 512)")
     ap.add_argument("--min-repeat-ms", type=float, default=30.0,
