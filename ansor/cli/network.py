@@ -48,8 +48,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     g = load_model(args.model, args.seq_len, args.image_size)
     t0 = time.perf_counter()
     lib = compile_network(g, log_file=args.log, strict=args.strict,
-                          layout_rewrite=not args.no_layout_rewrite)
-    print(f"compiled {lib.num_kernels} kernels in {time.perf_counter() - t0:.1f} s")
+                          layout_rewrite=not args.no_layout_rewrite,
+                          layouts=None if args.nhwc else "auto")
+    transforms = lib.num_layout_transforms
+    print(f"compiled {lib.num_kernels} kernels in {time.perf_counter() - t0:.1f} s"
+          + (f" ({transforms} layout transform(s), layouts chosen by layout tuning)" if transforms else ""))
     rng = np.random.default_rng(0)
     x = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in g.inputs.items()}
     out, ref = lib.run(x), reference_run(g, x)
@@ -109,6 +112,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
             q.add_argument("--no-layout-rewrite", action="store_true",
                            help="compile without weight layout rewrite: a kernel that packs a weight "
                                 "copies it on every run instead of reading it packed at compile time")
+            q.add_argument("--nhwc", action="store_true",
+                           help="ignore the layouts chosen by 'network tune --layout-tuning' "
+                                "(LOG.layouts.jsonl): every group runs NHWC")
             q.add_argument("--rounds", type=argtypes.count(0), default=3,
                            help="rounds of the latency comparison with onnxruntime and PyTorch "
                                 "(fresh processes, alternating; 0: skip it)")

@@ -62,6 +62,7 @@ class _Step:
     kernel: Any  # measure.kernel.Kernel
     args: list[int]  # buffer ids
     name: str  # subgraph name, for profiles
+    transform: bool = False  # a layout transform between two groups (``layouts``)
 
 
 class NetworkModule:
@@ -85,6 +86,11 @@ class NetworkModule:
     @property
     def num_kernels(self) -> int:
         return len(self._steps)
+
+    @property
+    def num_layout_transforms(self) -> int:
+        """Kernel calls that only change an activation's layout (see ``compile_network``)."""
+        return sum(1 for s in self._steps if s.transform)
 
     def _set_inputs(self, inputs: Mapping[str, Any]) -> None:
         if not isinstance(inputs, Mapping):
@@ -337,7 +343,7 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
             tkey = it[1]
             if tkey not in kernels:
                 kernels[tkey] = build(transform_state(tkey))
-            steps.append(_Step(kernels[tkey], [buffer_of(it[2]), buffer_of(it[3])], tkey.desc()))
+            steps.append(_Step(kernels[tkey], [buffer_of(it[2]), buffer_of(it[3])], tkey.desc(), True))
             continue
         i, in_keys = it[1], it[2]
         o = occ[i]
