@@ -165,7 +165,8 @@ class NetworkModule:
             if id(s.kernel) not in kernels:
                 kernels[id(s.kernel)] = len(kernel_list)
                 kernel_list.append(s.kernel)
-            plan.append({"kernel": kernels[id(s.kernel)], "args": s.args, "name": s.name})
+            plan.append({"kernel": kernels[id(s.kernel)], "args": s.args, "name": s.name,
+                         "transform": s.transform})
         for i, k in enumerate(kernel_list):
             c = k.compiled
             (out / f"kernel{i}.ll").write_text(c.llvm_ir)
@@ -491,7 +492,8 @@ def load_module(path: str | os.PathLike) -> NetworkModule:
                 target.optimize(mod)
                 obj = bytes(target.target_machine().emit_object(mod))
             kernels.append(Kernel(CompiledObject(str(k["symbol"]), obj, ir, args, target.toolchain_key(), 0.0)))
-        steps = [_Step(kernels[int(s["kernel"])], [int(b) for b in s["args"]], str(s["name"]))
+        steps = [_Step(kernels[int(s["kernel"])], [int(b) for b in s["args"]], str(s["name"]),
+                       s.get("transform", False) is True)
                  for s in meta["steps"]]
         for s in steps:
             if any(not 0 <= b < len(specs) for b in s.args):

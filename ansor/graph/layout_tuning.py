@@ -209,30 +209,32 @@ def transform_state(key: TransformKey) -> Any:
     return untuned_schedule(transform_dag(key))[0]
 
 
-def measure_transforms(keys: Sequence[TransformKey], builder: Any = None, runner: Any = None
-                       ) -> dict[TransformKey, float]:
+def measure_transforms(keys: Sequence[TransformKey], builder: Any = None, runner: Any = None,
+                       repeats: int = 3) -> dict[TransformKey, float]:
     """Seconds per call of each transform kernel, built and timed like a tuning candidate
-    (``LocalBuilder``/``LocalRunner`` unless given); a failure costs ``inf`` (never chosen)."""
+    (``LocalBuilder``/``LocalRunner`` unless given), ``repeats`` times, the median kept (one
+    measurement on a busy host can be far off, and the cost is cached); a failure costs ``inf``
+    (never chosen)."""
     if not keys:
         return {}
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"measure_transforms repeats must be a positive integer, got {repeats!r}")
     own_b, own_r = builder is None, runner is None
     builder = builder if builder is not None else LocalBuilder()
     runner = runner if runner is not None else LocalRunner()
+    samples: dict[TransformKey, list[float]] = {k: [] for k in keys}
     try:
-        inputs = []
-        for k in keys:
-            task = SearchTask(tensors=transform_dag(k), desc=k.desc())
-            inputs.append(MeasureInput(task, transform_state(k)))
-        results = measure_batch(inputs, builder, runner)
+        inputs = [MeasureInput(SearchTask(tensors=transform_dag(k), desc=k.desc()), transform_state(k))
+                  for k in keys]
+        for _ in range(repeats):
+            for k, r in zip(keys, measure_batch(inputs, builder, runner)):
+                ok = r.ok and bool(r.costs) and math.isfinite(r.mean_cost)
+                samples[k].append(float(r.mean_cost) if ok else math.inf)
     finally:
         for m, own in ((builder, own_b), (runner, own_r)):
             if own and hasattr(m, "close"):
                 m.close()
-    out = {}
-    for k, r in zip(keys, results):
-        ok = r.ok and bool(r.costs) and math.isfinite(r.mean_cost)
-        out[k] = float(r.mean_cost) if ok else math.inf
-    return out
+    return {k: float(np.median(v)) for k, v in samples.items()}
 
 
 # ---------------------------------------------------------------- the sidecar file

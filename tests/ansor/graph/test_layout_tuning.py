@@ -316,3 +316,13 @@ def test_layout_tuning_through_the_cli(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "max error against the numpy reference" in out
     _assert_matches(ansor.compile_network(g, log, verbose=False), g)
+
+
+def test_exported_module_with_layout_transforms_loads_and_runs(tmp_path):
+    g = small_net()
+    lib = ansor.compile_network(g, layouts=[blocked(LANES)] * 4 + [NHWC] * 2, verbose=False)
+    from ansor.graph.executor import load_module
+
+    back = load_module(lib.export(tmp_path / "m"))
+    assert back.num_layout_transforms == lib.num_layout_transforms > 0
+    _assert_matches(back, g)
