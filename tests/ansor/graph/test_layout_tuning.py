@@ -326,3 +326,17 @@ def test_exported_module_with_layout_transforms_loads_and_runs(tmp_path):
     back = load_module(lib.export(tmp_path / "m"))
     assert back.num_layout_transforms == lib.num_layout_transforms > 0
     _assert_matches(back, g)
+
+
+@pytest.mark.parametrize("strides, dilation, padding", [(2, 1, (1, 0, 2, 1)), (1, 2, 2), (2, 2, 0)])
+def test_blocked_conv_with_strides_dilation_and_batch_matches(strides, dilation, padding):
+    r = np.random.default_rng(4)
+    b = GraphBuilder("strided")
+    x = b.input("x", (2, 9, 8, LANES))
+    w = b.constant(r.standard_normal((3, 3, LANES, 2 * LANES)).astype(np.float32), "w")
+    y = b.conv2d(x, w, strides=strides, dilation=dilation, padding=padding, name="conv")
+    scale = b.constant(r.standard_normal((1, 1, 2 * LANES)).astype(np.float32), "scale")
+    g = b.build(b.clip(b.mul(y, scale), 0.0, 6.0))
+    assert candidate_layouts(lower_groups(g)[0].group, g, host_hardware_params()).layouts[1:] == (
+        blocked(LANES),)
+    _assert_matches(ansor.compile_network(g, layouts=[blocked(LANES)], verbose=False), g)
