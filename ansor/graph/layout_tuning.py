@@ -298,12 +298,14 @@ def _parse_choice(entry: dict, path: Path, lineno: int) -> tuple[str, tuple[str,
     return net, tuple(lays)
 
 
-def read_sidecar(path: str | os.PathLike) -> tuple[dict[TransformKey, float], dict[str, tuple[str, ...]]]:
-    """Transform costs measured with this toolchain and the chosen layouts per network key
-    (later lines win). ``LayoutFileError`` names the file and line of the first bad entry."""
+def read_sidecar(path: str | os.PathLike
+                 ) -> tuple[dict[TransformKey, float], dict[str, tuple[tuple[str, ...], int]]]:
+    """Transform costs measured with this toolchain, and per network key the chosen layouts with
+    the line they are on (later lines win). ``LayoutFileError`` names the file and line of the
+    first bad entry."""
     p = Path(path)
     costs: dict[TransformKey, float] = {}
-    choices: dict[str, tuple[str, ...]] = {}
+    choices: dict[str, tuple[tuple[str, ...], int]] = {}
     try:
         f = p.open("r", encoding="utf-8", errors="strict")
     except FileNotFoundError:
@@ -337,7 +339,7 @@ def read_sidecar(path: str | os.PathLike) -> tuple[dict[TransformKey, float], di
                     costs[parsed[0]] = parsed[1]
             elif kind == "choice":
                 net, lays = _parse_choice(entry, p, lineno)
-                choices[net] = lays
+                choices[net] = (lays, lineno)
             else:
                 raise _bad(p, lineno, f"unknown 'kind' {kind!r:.40} (expected 'transform' or 'choice')")
     return costs, choices
@@ -476,5 +478,5 @@ def chosen_layouts(graph: Graph, log_file: str | os.PathLike,
     occ = list(occurrences) if occurrences is not None else lower_groups(graph)
     side = sidecar_path(log_file)
     _, choices = read_sidecar(side)
-    lays = choices.get(network_key(occ))
-    return None if lays is None else check_layouts(graph, occ, lays, str(side))
+    found = choices.get(network_key(occ))
+    return None if found is None else check_layouts(graph, occ, found[0], f"{side}:{found[1]}")

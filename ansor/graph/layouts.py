@@ -34,7 +34,7 @@ from compute.tensor import Tensor
 from sketch.hardware import HardwareParams
 
 from .fuse import FusedGroup
-from .ir import Graph, GraphError, display_name
+from .ir import Graph, display_name
 from .te_ops import BINARY_EXPR, UNARY_EXPR, LoweredGroup, broadcast_index, lower_group
 
 NHWC = "NHWC"

@@ -221,8 +221,12 @@ def test_a_choice_for_a_group_that_cannot_take_it_is_refused(tmp_path):
     occ = lower_groups(g)
     sidecar_path(log).write_text(json.dumps({"version": 1, "kind": "choice", "network": network_key(occ),
                                              "layouts": [blocked(LANES)] + [NHWC] * 5}) + "\n")
-    with pytest.raises(GraphError, match="layouts.jsonl: group .* cannot run in"):
+    with pytest.raises(GraphError, match=r"layouts.jsonl:1: group .* cannot run in NCHW\d+c: 3 input"):
         chosen_layouts(g, log)
+    sidecar_path(log).write_text("\n" + json.dumps({"version": 1, "kind": "choice", "network": network_key(occ),
+                                                    "layouts": [NHWC] * 5}) + "\n")
+    with pytest.raises(GraphError, match="layouts.jsonl:2: expected one layout per fused group \\(6\\), got 5"):
+        ansor.compile_network(g, log, verbose=False)
 
 
 # ---------------------------------------------------------------- the problem
@@ -279,7 +283,7 @@ def test_layout_choice_written_and_reused_by_compile_network(tmp_path, quick_run
     assert choice.solution.optimal
     assert sum(lay != NHWC for lay in choice.layouts) >= 3
     cached, choices = read_sidecar(sidecar_path(log))
-    assert set(choice.transforms) <= set(cached) and list(choices.values()) == [choice.layouts]
+    assert set(choice.transforms) <= set(cached) and list(choices.values()) == [(choice.layouts, len(cached) + 1)]
     assert chosen_layouts(g, log) == choice.layouts
     lib = ansor.compile_network(g, log, verbose=False)  # layouts="auto": the recorded choice
     assert lib.num_layout_transforms >= 2
