@@ -49,11 +49,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         lib = compile_network(g, log_file=args.log, strict=args.strict,
-                              layout_rewrite=not args.no_layout_rewrite, untuned=args.untuned)
+                              layout_rewrite=not args.no_layout_rewrite,
+                              layouts=None if args.nhwc else "auto", untuned=args.untuned)
     except ValueError as err:  # --untuned guess without a pre-trained model
         print(f"ansor network run: {err}", file=sys.stderr)
         return 2
-    print(f"compiled {lib.num_kernels} kernels in {time.perf_counter() - t0:.1f} s")
+    transforms = lib.num_layout_transforms
+    print(f"compiled {lib.num_kernels} kernels in {time.perf_counter() - t0:.1f} s"
+          + (f" ({transforms} layout transform(s), layouts chosen by layout tuning)" if transforms else ""))
     rng = np.random.default_rng(0)
     x = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in g.inputs.items()}
     out, ref = lib.run(x), reference_run(g, x)
@@ -117,6 +120,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
             q.add_argument("--untuned", choices=("rules", "guess"), default="rules",
                            help="a task without a record: the rule-based schedule (default) or the "
                                 "pre-trained cost model's zero-trial pick (SearchTask.best_guess)")
+            q.add_argument("--nhwc", action="store_true",
+                           help="ignore the layouts chosen by 'network tune --layout-tuning' "
+                                "(LOG.layouts.jsonl): every group runs NHWC")
             q.add_argument("--rounds", type=argtypes.count(0), default=3,
                            help="rounds of the latency comparison with onnxruntime and PyTorch "
                                 "(fresh processes, alternating; 0: skip it)")

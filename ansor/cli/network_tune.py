@@ -59,6 +59,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="measure candidates that pack a weight with the copy inside the timed kernel "
                         "(default: outside, as the compiled network runs them) and compile without "
                         "layout rewrite")
+    q.add_argument("--layout-tuning", action="store_true",
+                   help="also tune each conv in blocked NCHW[x]c layouts (x: one and two vector "
+                        "registers of floats) as tasks of their own, measure the layout transforms "
+                        "between neighbours and pick the layouts of the whole network (DP/PBQP); "
+                        "the choice is written to LOG.layouts.jsonl and used by 'network run'")
     add_cluster_argument(q)
     q.set_defaults(func=cmd_tune)
     return q
@@ -77,7 +82,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     g = load_model(args.model, args.seq_len, args.image_size)
     rewrite = not getattr(args, "no_layout_rewrite", False)
-    tasks, weights = extract_tasks(g, layout_rewrite=rewrite)
+    if getattr(args, "layout_tuning", False):
+        from ansor.graph.layout_tuning import extract_layout_tasks  # noqa: PLC0415 - start-up time
+
+        # Every variant is tuned on the default objective, as if the network ran them all: the
+        # solver needs a good time for each layout, not only for the one fastest alone.
+        tasks, weights = extract_layout_tasks(g, layout_rewrite=rewrite)
+    else:
+        tasks, weights = extract_tasks(g, layout_rewrite=rewrite)
     if not tasks:
         raise SystemExit(f"ansor network tune: {args.model} has no task to tune")
     history = f"{args.log}.latency.tsv"
@@ -110,7 +122,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"plot: {args.log}.latency.png")
     est = res.estimated_latency
     print("estimated latency: " + ("- (some task has no valid schedule)" if est is None
-                                   else f"{est * 1e3:.3f} ms (sum of weight x best task latency)"))
+                                   else f"{est * 1e3:.3f} ms (sum of weight x best task latency"
+                                   + (" over every layout variant; the layout choice below estimates "
+                                      "the network)" if getattr(args, "layout_tuning", False) else ")")))
     if res.interrupted:
         print(f"interrupted: run the same command again to resume from {args.log}")
         return 130
@@ -119,6 +133,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 1
     if not os.path.isfile(args.log):
         return 0
+    if getattr(args, "layout_tuning", False):
+        code = _choose_layouts(g, args.log)
+        if code:
+            return code
     if args.rounds == 0:
         lib = compile_network(g, log_file=args.log, layout_rewrite=rewrite)
         b = lib.benchmark()
@@ -126,6 +144,40 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 0
     _before_after(args)
     return 0
+
+
+def _choose_layouts(g, log: str) -> int:
+    """Solve the network's layouts from the log (transform kernels measured as needed), print
+    and record the choice."""
+    from ansor.graph.layout_tuning import LayoutFileError, sidecar_path, solve_layouts  # noqa: PLC0415
+    from ansor.graph.layout_solver import LayoutSolverError  # noqa: PLC0415
+
+    try:
+        choice = solve_layouts(g, log)
+    except (LayoutFileError, LayoutSolverError) as err:
+        print(f"ansor network tune: layout tuning: {err}", file=sys.stderr)
+        return 1
+    from ansor.graph.tasks import lower_groups  # noqa: PLC0415
+
+    rows = [("group", "layout", "candidates (ms)")]
+    for occ, lay, costs, lays in zip(lower_groups(g), choice.layouts, choice.group_costs,
+                                     _candidate_names(g)):
+        shown = ", ".join(f"{n} {c * 1e3:.3f}" if c != float("inf") else f"{n} -"
+                          for n, c in zip(lays, costs))
+        rows.append((occ.group.name[:60], lay, shown))
+    print_table(rows)
+    sol = choice.solution
+    moved = sum(1 for lay in choice.layouts if lay != "NHWC")
+    print(f"layouts: {moved} of {len(choice.layouts)} group(s) blocked; estimated {sol.cost * 1e3:.3f} ms "
+          f"with transforms ({sol.method}, {'optimal' if sol.optimal else 'heuristic'}; {sol.note}); "
+          f"{len(choice.transforms)} transform(s) costed; written to {sidecar_path(log)}")
+    return 0
+
+
+def _candidate_names(g) -> list[tuple[str, ...]]:
+    from ansor.graph.layout_tuning import layout_variants  # noqa: PLC0415
+
+    return [v.layouts for v in layout_variants(g)]
 
 
 def _before_after(args: argparse.Namespace) -> None:

@@ -30,7 +30,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -38,12 +38,15 @@ from typing import Any, TextIO
 import numpy as np
 
 from compute import dtype as dt
+from compute.compute_dag import ComputeDAG
 from sketch.layout_rewrite import pack_array
 from sketch.search_params import SearchParams
 
 from ..build_module import build
 from ..records import best_record
 from .ir import Graph, GraphError, TensorType, display_name
+from .layout_tuning import TransformKey, check_layouts, chosen_layouts, transform_state
+from .layouts import NHWC, lower_group_in_layout
 from .tasks import constant_positions, lower_groups, tasks_from_groups
 from .untuned import untuned_schedule
 
@@ -65,6 +68,7 @@ class _Step:
     kernel: Any  # measure.kernel.Kernel
     args: list[int]  # buffer ids
     name: str  # subgraph name, for profiles
+    transform: bool = False  # a layout transform between two groups (``layouts``)
 
 
 class NetworkModule:
@@ -88,6 +92,11 @@ class NetworkModule:
     @property
     def num_kernels(self) -> int:
         return len(self._steps)
+
+    @property
+    def num_layout_transforms(self) -> int:
+        """Kernel calls that only change an activation's layout (see ``compile_network``)."""
+        return sum(1 for s in self._steps if s.transform)
 
     def _set_inputs(self, inputs: Mapping[str, Any]) -> None:
         if not isinstance(inputs, Mapping):
@@ -162,7 +171,8 @@ class NetworkModule:
             if id(s.kernel) not in kernels:
                 kernels[id(s.kernel)] = len(kernel_list)
                 kernel_list.append(s.kernel)
-            plan.append({"kernel": kernels[id(s.kernel)], "args": s.args, "name": s.name})
+            plan.append({"kernel": kernels[id(s.kernel)], "args": s.args, "name": s.name,
+                         "transform": s.transform})
         for i, k in enumerate(kernel_list):
             c = k.compiled
             (out / f"kernel{i}.ll").write_text(c.llvm_ir)
@@ -222,7 +232,8 @@ def _plan_buffers(order: list[tuple[str, list[str]]], types: Mapping[str, Tensor
 
 def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, strict: bool = False,
                     verbose: bool = True, file: TextIO | None = None,
-                    layout_rewrite: bool = True, untuned: str = "rules") -> NetworkModule:
+                    layout_rewrite: bool = True,
+                    layouts: str | Sequence[str] | None = "auto", untuned: str = "rules") -> NetworkModule:
     """Build ``graph`` into a ``NetworkModule``: each task's best record in ``log_file``, else an
     untuned rule-based schedule, named in a table on ``file`` (stderr) unless ``verbose=False``;
     ``strict=True`` raises ``UntunedTaskError`` listing them instead.
@@ -233,6 +244,13 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
     constant) in place of the original where no kernel reads the original. ``False``: every
     kernel packs inside, as tuned without rewrite.
 
+    ``layouts``: the activation layout of each fused group (``graph.layouts``). ``"auto"``
+    (default): the layouts chosen for this network by layout tuning, recorded beside
+    ``log_file`` (``LOG.layouts.jsonl``), else NHWC everywhere; ``None``: NHWC everywhere; or one
+    layout name per fused group in execution order. A group in a blocked layout reads its conv
+    weight blocked at compile time; where a value's producer and consumer disagree a transform
+    kernel runs between them (one per value and layout), and blocked outputs go back to NHWC.
+
     ``untuned``: how a task without a record is scheduled: ``"rules"`` (the rule-based
     register-tiled schedule, ``untuned.untuned_schedule``) or ``"guess"`` (the pre-trained cost
     model's pick after one search round, ``SearchTask.best_guess``; a second or so per task, and
@@ -241,13 +259,27 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
         raise ValueError(f"compile_network untuned must be one of {', '.join(UNTUNED_MODES)}, got {untuned!r}")
     if not isinstance(graph, Graph):
         raise TypeError(f"compile_network takes an ansor.graph.Graph, got {type(graph).__name__}")
+    if log_file is not None and not Path(log_file).exists():
+        raise FileNotFoundError(f"log file {os.fspath(log_file)!r} does not exist")
     occ = lower_groups(graph)
+    chosen: tuple[str, ...] | None = None
+    if isinstance(layouts, str) and layouts == "auto":
+        chosen = chosen_layouts(graph, log_file, occ) if log_file is not None else None
+    elif layouts is not None:
+        chosen = check_layouts(graph, occ, layouts)
+    if chosen is None:
+        chosen = (NHWC,) * len(occ)
+    # Per occurrence: lowered in its layout, and the layout each placeholder is read in.
+    needs: list[list[str | None]] = []
+    for i, o in enumerate(occ):
+        low = lower_group_in_layout(o.group, graph, chosen[i])
+        if chosen[i] != NHWC:
+            occ[i] = type(o)(o.group, low.lowered, ComputeDAG(low.lowered.tensors))
+        needs.append(low.input_layouts)
     tasks, weights, task_of = tasks_from_groups(occ, constants=graph.constants, layout_rewrite=layout_rewrite)
     states: dict[int, Any] = {}
     missing: list[int] = []  # tasks without a record
     if log_file is not None:
-        if not Path(log_file).exists():
-            raise FileNotFoundError(f"log file {os.fspath(log_file)!r} does not exist")
         for ti, t in enumerate(tasks):
             best = best_record(log_file, t)
             if best is not None:
@@ -272,27 +304,73 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
                 raise ValueError("compile_network(untuned='guess') needs the pre-trained cost model, "
                                  "and none is available (ANSOR_PRETRAINED_MODEL=none, or a package "
                                  "without cost_model/data/pretrained.json)")
+    # The run order: each occurrence, preceded by the layout transforms of its inputs (a value
+    # in another layout is the key ``(value, layout)``), then the transforms of blocked outputs.
+    layout_of: dict[Any, str] = {n: NHWC for n in graph.inputs}
+    for i, o in enumerate(occ):
+        layout_of[o.group.output] = chosen[i]
+    items: list[tuple] = []  # ("group", i, input keys) or ("transform", TransformKey, src, dst key)
+    made: set[Any] = set()
+
+    def key_in(value: Any, layout: str | None) -> Any:
+        if layout is None or not isinstance(value, str) or value in graph.constants:
+            return value
+        if layout_of[value] == layout:
+            return value
+        k = (value, layout)
+        if k not in made:
+            t = graph.type_of(value)
+            items.append(("transform", TransformKey(tuple(t.shape), str(t.dtype), layout_of[value], layout),
+                          value, k))
+            made.add(k)
+        return k
+
+    for i, o in enumerate(occ):
+        items.append(("group", i, [key_in(v, lay) for v, lay in zip(o.lowered.inputs, needs[i])]))
+    out_keys = {o: key_in(o, NHWC) for o in graph.outputs}
     # Buffers (``_materialise`` specs): graph inputs, planned intermediates/outputs (flat),
     # constants and derived arrays, then views of flat buffers in each kernel argument's shape.
-    types = {**{n: graph.type_of(n) for n in graph.inputs}, **{n.name: n.type for n in graph.nodes}}
+    types: dict[Any, TensorType] = {**{n: graph.type_of(n) for n in graph.inputs},
+                                    **{n.name: n.type for n in graph.nodes}}
+    for it in items:
+        if it[0] == "transform":
+            types[it[3]] = types[it[2]]
     specs: list[tuple] = []
     consts: dict[str, np.ndarray] = {}
     ids: dict[str, int] = {}
     for name, t in graph.inputs.items():
         ids[name] = len(specs)
         specs.append(("input", t.shape, t.dtype))
-    order = [(o.group.output, [v for v in o.lowered.inputs if isinstance(v, str)]) for o in occ]
-    planned = _plan_buffers(order, types, set(graph.outputs) | set(graph.inputs))
+    order = []
+    for it in items:
+        if it[0] == "group":
+            order.append((occ[it[1]].group.output, [k for k in it[2] if not isinstance(k, np.ndarray)
+                                                    and (not isinstance(k, str) or k not in graph.constants)]))
+        else:
+            order.append((it[3], [it[2]]))
+    planned = _plan_buffers(order, types, set(out_keys.values()) | set(graph.inputs))
     base = len(specs)
     sizes: dict[int, tuple[int, str]] = {}
     for value, bid in planned.items():
         sizes.setdefault(bid, (types[value].size, types[value].dtype))
     for bid in range(len(sizes)):
         specs.append(("alloc", *sizes[bid]))
+
+    def buffer_of(k: Any) -> int:
+        return ids[k] if isinstance(k, str) and k in ids else base + planned[k]
+
     steps: list[_Step] = []
     kernels: dict[tuple, Any] = {}
     packed_ids: dict[tuple, int] = {}  # (constant, PackedArg) -> buffer id of the packed copy
-    for i, o in enumerate(occ):
+    for it in items:
+        if it[0] == "transform":
+            tkey = it[1]
+            if tkey not in kernels:
+                kernels[tkey] = build(transform_state(tkey))
+            steps.append(_Step(kernels[tkey], [buffer_of(it[2]), buffer_of(it[3])], tkey.desc(), True))
+            continue
+        i, in_keys = it[1], it[2]
+        o = occ[i]
         ti = task_of.get(i)
         tuned = ti is not None and ti in states
         rewrite = tuple(sorted(constant_positions(o, graph.constants))) if layout_rewrite else ()
@@ -308,7 +386,7 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
         kernel = kernels[kkey]
         packed = {p.position: p for p in kernel.packed_args}
         args = []
-        for k, v in enumerate(o.lowered.inputs):
+        for k, (v, vk) in enumerate(zip(o.lowered.inputs, in_keys)):
             if k in packed:
                 # The kernel reads this constant in its tuned layout: packed once, here, and
                 # shared by the occurrences that pack the same constant the same way.
@@ -321,16 +399,15 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
                     consts[f"c{len(specs)}"] = pack_array(src, packed[k])
                     specs.append(("const", f"c{len(specs)}"))
                 args.append(packed_ids[pkey])
-            elif isinstance(v, str) and v in ids:
-                args.append(ids[v])
             elif isinstance(v, str) and v in graph.constants:
-                ids[v] = len(specs)
-                consts[f"c{len(specs)}"] = np.require(graph.constants[v], requirements="C")
-                specs.append(("const", f"c{len(specs)}"))
+                if v not in ids:
+                    ids[v] = len(specs)
+                    consts[f"c{len(specs)}"] = np.require(graph.constants[v], requirements="C")
+                    specs.append(("const", f"c{len(specs)}"))
                 args.append(ids[v])
             elif isinstance(v, str):
-                args.append(base + planned[v])
-            else:  # a derived array (an average pool's divisors)
+                args.append(buffer_of(vk))
+            else:  # a derived array (an average pool's divisors, a blocked weight)
                 consts[f"c{len(specs)}"] = v
                 args.append(len(specs))
                 specs.append(("const", f"c{len(specs)}"))
@@ -353,7 +430,7 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
 
     for st in steps:
         st.args = [view(b, tuple(a.shape)) for b, a in zip(st.args, st.kernel.args)]
-    outputs = [(o, view(ids[o] if o in ids else base + planned[o], types[o].shape)) for o in graph.outputs]
+    outputs = [(o, view(buffer_of(out_keys[o]), types[o].shape)) for o in graph.outputs]
     return NetworkModule(dict(graph.inputs), outputs, specs, consts, {n: ids[n] for n in graph.inputs}, steps)
 
 
@@ -443,7 +520,8 @@ def load_module(path: str | os.PathLike) -> NetworkModule:
                 target.optimize(mod)
                 obj = bytes(target.target_machine().emit_object(mod))
             kernels.append(Kernel(CompiledObject(str(k["symbol"]), obj, ir, args, target.toolchain_key(), 0.0)))
-        steps = [_Step(kernels[int(s["kernel"])], [int(b) for b in s["args"]], str(s["name"]))
+        steps = [_Step(kernels[int(s["kernel"])], [int(b) for b in s["args"]], str(s["name"]),
+                       s.get("transform", False) is True)
                  for s in meta["steps"]]
         for s in steps:
             if any(not 0 <= b < len(specs) for b in s.args):

@@ -80,17 +80,18 @@ def _lower(*names: str) -> Callable[[LowerFn], LowerFn]:
     return deco
 
 
-def _idx(t: Tensor, i: Sequence[IterVar], out_shape: Sequence[int]) -> tuple:
+def broadcast_index(t: Tensor, i: Sequence[Expr], out_shape: Sequence[int]) -> tuple:
     """Numpy broadcasting: the index of ``t`` read at output index ``i``."""
     off = len(out_shape) - t.ndim
     return tuple(const(0) if n == 1 and out_shape[d + off] != 1 else i[d + off] for d, n in enumerate(t.shape))
 
 
-_BINARY: dict[str, Callable[[Expr, Expr], Expr]] = {
+BINARY_EXPR: dict[str, Callable[[Expr, Expr], Expr]] = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
     "div": lambda a, b: a / b, "pow": lambda a, b: te.pow(a, b),
     "maximum": lambda a, b: te.max(a, b), "minimum": lambda a, b: te.min(a, b),
 }
+_BINARY = BINARY_EXPR
 
 
 @_lower(*_BINARY)
@@ -98,7 +99,7 @@ def _binary(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
     a, b = xs
     fn = _BINARY[node.op]
     shape = node.type.shape
-    return te.compute(shape, lambda *i: fn(a[_idx(a, i, shape)], b[_idx(b, i, shape)]),
+    return te.compute(shape, lambda *i: fn(a[broadcast_index(a, i, shape)], b[broadcast_index(b, i, shape)]),
                       name=ctx.name(node.op), tag="broadcast" if a.shape != b.shape else "elemwise")
 
 
@@ -118,14 +119,16 @@ def _gelu_expr(v: Expr, node: Node) -> Expr:
     return half * v * (one + te.erf(v * const(1.0 / math.sqrt(2.0), dtype)))
 
 
-for _op, _fn in {
+UNARY_EXPR: dict[str, Callable[[Expr, Node], Expr]] = {
     "relu": lambda v, n: te.max(v, const(0, v.dtype)),
     "sigmoid": lambda v, n: te.sigmoid(v), "tanh": lambda v, n: te.tanh(v),
     "exp": lambda v, n: te.exp(v), "sqrt": lambda v, n: te.sqrt(v), "erf": lambda v, n: te.erf(v),
     "neg": lambda v, n: -v, "identity": lambda v, n: v, "gelu": _gelu_expr,
     "clip": lambda v, n: _clip_expr(v, n.attrs["min"], n.attrs["max"]),
     "cast": lambda v, n: cast(v, n.attrs["dtype"]),
-}.items():
+}
+"""Elementwise unary ops as expressions of one value (the blocked-layout lowering reuses them)."""
+for _op, _fn in UNARY_EXPR.items():
     LOWER[_op] = _unary(_fn)
 
 
@@ -332,8 +335,8 @@ def _layer_norm(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
     def out_body(*i: IterVar) -> Expr:
         r = _keep(i, axes)
         tail = i[ax:]
-        return ((x[i] - mean[r]) * te.rsqrt(var[r] + eps) * gamma[_idx(gamma, tail, norm_shape)]
-                + beta[_idx(beta, tail, norm_shape)])
+        return ((x[i] - mean[r]) * te.rsqrt(var[r] + eps) * gamma[broadcast_index(gamma, tail, norm_shape)]
+                + beta[broadcast_index(beta, tail, norm_shape)])
 
     return te.compute(x.shape, out_body, name=ctx.name("layer_norm"), tag="injective")
 

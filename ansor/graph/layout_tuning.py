@@ -1,0 +1,482 @@
+"""Graph-level layout tuning (issue 20 items 2-3): variants, transform costs, the chosen layouts.
+
+A network's conv groups may each run in NHWC or a blocked NCHW[x]c layout (``layouts``). Here:
+
+* ``layout_variants(graph)``: every fused group with its candidate layouts, each lowered;
+  ``extract_layout_tasks(graph)``: one ``GraphTask`` per distinct (subgraph, layout) - the
+  variants are tasks like any other (own DAG, own workload key), tuned by the task scheduler;
+* ``needed_transforms``: the layout transforms any assignment may need (one activation shape
+  from one layout to another); ``measure_transforms`` builds each as a small kernel (compute
+  DSL, rule-based schedule) and times it with the ordinary builder and runner;
+* ``solve_layouts(graph, log_file)``: each variant's best measured time from the log (per group
+  occurrence) and the transform times make a ``LayoutProblem`` - nodes are the graph's inputs,
+  the fused groups and the graph's outputs (those two pinned to NHWC), edges carry the transform
+  costs - solved by ``layout_solver.solve``; the choice is appended to the sidecar file;
+* ``chosen_layouts(graph, log_file)``: the last choice recorded for this network, which
+  ``compile_network`` uses.
+
+The sidecar ``LOG.layouts.jsonl`` beside the tuning log holds the measured transform costs
+(cached: a later run measures only what is missing) and the choices, one JSON object a line. It
+is untrusted input like a record file: every line is validated on load (kind, shapes, layout
+names, finite non-negative seconds) and a bad one is refused with an error naming the file and
+line; nothing in it is executed. Transform costs measured on another toolchain are ignored.
+
+A value read by several consumers in one other layout is transformed once at run time but
+counted per consumer edge by the solver (as TVM's graph tuner does).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compute.compute_dag import ComputeDAG
+from measure.builder import LocalBuilder
+from measure.local import measure_batch
+from measure.measure import MeasureInput
+from measure.runner import LocalRunner
+from measure.target import host_hardware_params, toolchain_key
+from sketch.hardware import HardwareParams
+
+from ..records import best_record
+from ..search_task import SearchTask
+from .ir import DTYPES, Graph, GraphError
+from .layout_solver import LayoutProblem, LayoutSolution, solve
+from .layouts import (NHWC, LayoutCandidates, LayoutError, LayoutLowered, block_of, candidate_layouts,
+                      lower_group_in_layout, physical_shape, transform_tensors, why_not)
+from .untuned import untuned_schedule
+from .tasks import GraphTask, _Occurrence, has_reduction, lower_groups, tasks_from_groups
+
+SIDECAR_SUFFIX = ".layouts.jsonl"
+MAX_LINE_CHARS = 1 << 20
+MAX_DIM = 1 << 24
+FORMAT_VERSION = 1
+
+
+class LayoutFileError(ValueError):
+    """A line of a layouts sidecar file that is not a valid entry (names file and line)."""
+
+
+@dataclass(frozen=True)
+class TransformKey:
+    """One layout transform: an activation of NHWC ``shape`` and ``dtype`` from ``src`` to ``dst``."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    src: str
+    dst: str
+
+    def desc(self) -> str:
+        return f"layout_transform {self.src}->{self.dst} {'x'.join(map(str, self.shape))}"
+
+
+@dataclass(frozen=True)
+class GroupVariants:
+    """One fused group occurrence and its candidate layouts (``lowered[k]`` in ``layouts[k]``)."""
+
+    occurrence: _Occurrence
+    candidates: LayoutCandidates
+    lowered: tuple[LayoutLowered, ...]
+
+    @property
+    def layouts(self) -> tuple[str, ...]:
+        return self.candidates.layouts
+
+
+@dataclass(frozen=True)
+class LayoutChoice:
+    """The solver's result for one network: ``layouts[i]`` for fused group ``i`` (execution
+    order), the ``solution`` (cost, method, optimality) and the transform costs it used."""
+
+    network: str
+    layouts: tuple[str, ...]
+    solution: LayoutSolution
+    transforms: dict[TransformKey, float]
+    group_costs: tuple[tuple[float, ...], ...]
+
+
+def sidecar_path(log_file: str | os.PathLike) -> Path:
+    """``LOG.layouts.jsonl``: where transform costs and chosen layouts of ``log_file`` live."""
+    return Path(os.fspath(log_file) + SIDECAR_SUFFIX)
+
+
+def network_key(occurrences: Sequence[_Occurrence]) -> str:
+    """Identity of a network for its chosen layouts: a hash of its fused groups' NHWC workload
+    keys in execution order (names play no part)."""
+    h = hashlib.sha256()
+    for o in occurrences:
+        h.update(o.dag.workload_key.encode())
+        h.update(b";")
+    return h.hexdigest()[:32]
+
+
+# ---------------------------------------------------------------- variants and tasks
+
+def layout_variants(graph: Graph, hw: HardwareParams | None = None,
+                    occurrences: Sequence[_Occurrence] | None = None) -> list[GroupVariants]:
+    """Every fused group of ``graph`` (execution order) with its candidate layouts on ``hw``
+    (default: this host), each lowered."""
+    hw = hw if hw is not None else host_hardware_params()
+    occ = list(occurrences) if occurrences is not None else lower_groups(graph)
+    out = []
+    for o in occ:
+        cands = candidate_layouts(o.group, graph, hw)
+        lowered = tuple(lower_group_in_layout(o.group, graph, lay) for lay in cands.layouts)
+        out.append(GroupVariants(o, cands, lowered))
+    return out
+
+
+def variant_occurrence(v: GroupVariants, k: int) -> _Occurrence:
+    """The occurrence of ``v`` lowered in its ``k``-th layout (the NHWC one is the original)."""
+    if v.layouts[k] == NHWC:
+        return v.occurrence
+    low = v.lowered[k].lowered
+    return _Occurrence(v.occurrence.group, low, ComputeDAG(low.tensors))
+
+
+def extract_layout_tasks(graph: Graph, hw: HardwareParams | None = None, layout_rewrite: bool = True
+                         ) -> tuple[list[GraphTask], list[int]]:
+    """The tasks of every layout variant: the NHWC tasks of ``extract_tasks`` and one task per
+    distinct blocked variant (desc ending in ``[NCHW16c]``); weight = occurrences."""
+    variants = layout_variants(graph, hw)
+    occ, tags = [], []
+    for v in variants:
+        for k, lay in enumerate(v.layouts):
+            occ.append(variant_occurrence(v, k))
+            tags.append(lay)
+    tasks, weights, task_of = tasks_from_groups(occ, constants=graph.constants, layout_rewrite=layout_rewrite)
+    first = {}
+    for i, ti in task_of.items():
+        first.setdefault(ti, i)
+    for ti, t in enumerate(tasks):
+        if tags[first[ti]] != NHWC:
+            tasks[ti] = GraphTask(t.compute_dag, f"{t.desc} [{tags[first[ti]]}]", t.group_names, t.weight,
+                                  t.constant_inputs, layout_rewrite)
+    return tasks, weights
+
+
+# ---------------------------------------------------------------- transforms
+
+def _needs(v: GroupVariants, k: int, graph: Graph) -> dict[str, str]:
+    """Activation value -> the layout the group's ``k``-th variant reads it in."""
+    low = v.lowered[k]
+    return {val: lay for val, lay in zip(low.lowered.inputs, low.input_layouts)
+            if isinstance(val, str) and lay is not None}
+
+
+def _producers(graph: Graph, variants: Sequence[GroupVariants]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Value -> (solver node name, the layouts it may be produced in)."""
+    prod = {name: (f"in:{k}", (NHWC,)) for k, name in enumerate(graph.inputs)}
+    for i, v in enumerate(variants):
+        prod[v.occurrence.group.output] = (f"g{i}", v.layouts)
+    return prod
+
+
+def needed_transforms(graph: Graph, variants: Sequence[GroupVariants]) -> list[TransformKey]:
+    """Every transform some assignment of the candidates needs (sorted, no duplicates)."""
+    prod = _producers(graph, variants)
+    keys: set[TransformKey] = set()
+
+    def add(value: str, dst: str) -> None:
+        t = graph.type_of(value)
+        for src in prod[value][1]:
+            if src != dst:
+                keys.add(TransformKey(tuple(t.shape), str(t.dtype), src, dst))
+
+    for v in variants:
+        for k in range(len(v.layouts)):
+            for value, lay in _needs(v, k, graph).items():
+                add(value, lay)
+    for o in graph.outputs:
+        if o in prod:
+            add(o, NHWC)
+    return sorted(keys, key=lambda t: (t.shape, t.dtype, t.src, t.dst))
+
+
+def transform_dag(key: TransformKey) -> ComputeDAG:
+    return ComputeDAG(transform_tensors(key.shape, key.dtype, key.src, key.dst))
+
+
+def transform_state(key: TransformKey) -> Any:
+    """The rule-based schedule of a transform kernel (the one measured and compiled)."""
+    return untuned_schedule(transform_dag(key))[0]
+
+
+def measure_transforms(keys: Sequence[TransformKey], builder: Any = None, runner: Any = None,
+                       repeats: int = 3) -> dict[TransformKey, float]:
+    """Seconds per call of each transform kernel, built and timed like a tuning candidate
+    (``LocalBuilder``/``LocalRunner`` unless given), ``repeats`` times, the median kept (one
+    measurement on a busy host can be far off, and the cost is cached); a failure costs ``inf``
+    (never chosen)."""
+    if not keys:
+        return {}
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"measure_transforms repeats must be a positive integer, got {repeats!r}")
+    own_b, own_r = builder is None, runner is None
+    builder = builder if builder is not None else LocalBuilder()
+    runner = runner if runner is not None else LocalRunner()
+    samples: dict[TransformKey, list[float]] = {k: [] for k in keys}
+    try:
+        inputs = [MeasureInput(SearchTask(tensors=transform_dag(k), desc=k.desc()), transform_state(k))
+                  for k in keys]
+        for _ in range(repeats):
+            for k, r in zip(keys, measure_batch(inputs, builder, runner)):
+                ok = r.ok and bool(r.costs) and math.isfinite(r.mean_cost)
+                samples[k].append(float(r.mean_cost) if ok else math.inf)
+    finally:
+        for m, own in ((builder, own_b), (runner, own_r)):
+            if own and hasattr(m, "close"):
+                m.close()
+    return {k: float(np.median(v)) for k, v in samples.items()}
+
+
+# ---------------------------------------------------------------- the sidecar file
+
+def _bad(path: Path, lineno: int, msg: str) -> LayoutFileError:
+    return LayoutFileError(f"{path}:{lineno}: {msg}")
+
+
+def _layout_field(entry: dict, name: str, path: Path, lineno: int) -> str:
+    v = entry.get(name)
+    if not isinstance(v, str):
+        raise _bad(path, lineno, f"{name!r} must be a layout name string, got {v!r:.60}")
+    try:
+        block_of(v)
+    except LayoutError as e:
+        raise _bad(path, lineno, f"{name!r}: {e}") from None
+    return v
+
+
+def _parse_transform(entry: dict, path: Path, lineno: int) -> tuple[TransformKey, float] | None:
+    shape = entry.get("shape")
+    if (not isinstance(shape, list) or len(shape) != 4
+            or not all(type(d) is int and 1 <= d <= MAX_DIM for d in shape)):
+        raise _bad(path, lineno, f"'shape' must be 4 integers in [1, {MAX_DIM}], got {shape!r:.80}")
+    dtype = entry.get("dtype")
+    if dtype not in DTYPES:
+        raise _bad(path, lineno, f"'dtype' must be one of {', '.join(DTYPES)}, got {dtype!r:.40}")
+    src, dst = (_layout_field(entry, f, path, lineno) for f in ("src", "dst"))
+    if src == dst:
+        raise _bad(path, lineno, f"a transform from {src} to itself")
+    for lay in (src, dst):
+        try:
+            physical_shape(shape, lay)
+        except LayoutError as e:
+            raise _bad(path, lineno, str(e)) from None
+    sec = entry.get("seconds")
+    if type(sec) not in (int, float) or not math.isfinite(sec) or sec < 0:
+        raise _bad(path, lineno, f"'seconds' must be a finite number >= 0, got {sec!r:.40}")
+    target = entry.get("target")
+    if not isinstance(target, str):
+        raise _bad(path, lineno, f"'target' must be a toolchain key string, got {target!r:.40}")
+    if target != toolchain_key():
+        return None  # measured on another machine: not a cost here
+    return TransformKey(tuple(shape), dtype, src, dst), float(sec)
+
+
+def _parse_choice(entry: dict, path: Path, lineno: int) -> tuple[str, tuple[str, ...]]:
+    net = entry.get("network")
+    if not isinstance(net, str) or not (1 <= len(net) <= 64) or not net.isalnum():
+        raise _bad(path, lineno, f"'network' must be a network key (hex digits), got {net!r:.70}")
+    lays = entry.get("layouts")
+    if not isinstance(lays, list) or not lays:
+        raise _bad(path, lineno, "'layouts' must be a non-empty list of layout names")
+    for k, lay in enumerate(lays):
+        if not isinstance(lay, str):
+            raise _bad(path, lineno, f"layouts[{k}] is not a string: {lay!r:.40}")
+        try:
+            block_of(lay)
+        except LayoutError as e:
+            raise _bad(path, lineno, f"layouts[{k}]: {e}") from None
+    return net, tuple(lays)
+
+
+def read_sidecar(path: str | os.PathLike
+                 ) -> tuple[dict[TransformKey, float], dict[str, tuple[tuple[str, ...], int]]]:
+    """Transform costs measured with this toolchain, and per network key the chosen layouts with
+    the line they are on (later lines win). ``LayoutFileError`` names the file and line of the
+    first bad entry."""
+    p = Path(path)
+    costs: dict[TransformKey, float] = {}
+    choices: dict[str, tuple[tuple[str, ...], int]] = {}
+    try:
+        f = p.open("r", encoding="utf-8", errors="strict")
+    except FileNotFoundError:
+        return costs, choices
+    with f:
+        lineno = 0
+        while True:
+            try:
+                line = f.readline(MAX_LINE_CHARS + 1)
+            except UnicodeDecodeError as e:
+                raise _bad(p, lineno + 1, f"not UTF-8 text ({e.reason})") from None
+            if not line:
+                break
+            lineno += 1
+            if len(line) > MAX_LINE_CHARS:
+                raise _bad(p, lineno, f"line longer than {MAX_LINE_CHARS} characters")
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as e:
+                raise _bad(p, lineno, f"not JSON ({e})") from None
+            if not isinstance(entry, dict):
+                raise _bad(p, lineno, "an entry must be a JSON object")
+            if type(entry.get("version")) is not int or entry["version"] != FORMAT_VERSION:
+                raise _bad(p, lineno, f"'version' must be {FORMAT_VERSION}, got {entry.get('version')!r:.20}")
+            kind = entry.get("kind")
+            if kind == "transform":
+                parsed = _parse_transform(entry, p, lineno)
+                if parsed is not None:
+                    costs[parsed[0]] = parsed[1]
+            elif kind == "choice":
+                net, lays = _parse_choice(entry, p, lineno)
+                choices[net] = (lays, lineno)
+            else:
+                raise _bad(p, lineno, f"unknown 'kind' {kind!r:.40} (expected 'transform' or 'choice')")
+    return costs, choices
+
+
+def _append(path: Path, entries: Sequence[dict]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        for e in entries:
+            f.write(json.dumps({"version": FORMAT_VERSION, **e}, allow_nan=False) + "\n")
+
+
+def write_transform_costs(path: str | os.PathLike, costs: dict[TransformKey, float]) -> None:
+    """Append measured transform costs (finite ones; a failed build is not cached)."""
+    _append(Path(path), [{"kind": "transform", "shape": list(k.shape), "dtype": k.dtype, "src": k.src,
+                          "dst": k.dst, "seconds": c, "target": toolchain_key()}
+                         for k, c in costs.items() if math.isfinite(c)])
+
+
+# ---------------------------------------------------------------- the problem and its solution
+
+def _group_costs(variants: Sequence[GroupVariants], graph: Graph, log_file: str | os.PathLike | None
+                 ) -> list[list[float]]:
+    """Per group, per candidate: the variant's best measured seconds in the log (inf without a
+    valid record). A group none of whose variants has a record keeps NHWC (cost 0, the rest inf);
+    a group that is not a task (no reduction) costs 0."""
+    cache: dict[str, float] = {}
+    out = []
+    for v in variants:
+        costs = []
+        for k in range(len(v.layouts)):
+            o = variant_occurrence(v, k)
+            if not has_reduction(o.dag) or log_file is None:
+                costs.append(0.0 if k == 0 else math.inf)
+                continue
+            key = o.dag.workload_key
+            if key not in cache:
+                task = GraphTask(o.dag, "variant", [o.group.name], 1)
+                best = best_record(log_file, task)
+                cache[key] = math.inf if best is None else float(best[1].mean_cost)
+            costs.append(cache[key])
+        if all(math.isinf(c) for c in costs):
+            costs = [0.0] + [math.inf] * (len(costs) - 1)
+        out.append(costs)
+    return out
+
+
+def build_problem(graph: Graph, variants: Sequence[GroupVariants], group_costs: Sequence[Sequence[float]],
+                  transforms: dict[TransformKey, float]) -> LayoutProblem:
+    """Nodes ``in:k`` (graph inputs), ``g{i}`` (fused groups), ``out:k`` (graph outputs), in
+    execution order; edges: the transform cost of every (producer layout, consumer layout) pair
+    (0 when they agree, ``inf`` for a transform not in ``transforms``)."""
+    prod = _producers(graph, variants)
+    nodes = [f"in:{k}" for k in range(len(graph.inputs))]
+    node_costs: dict[str, Sequence[float]] = {n: [0.0] for n in nodes}
+    edges: dict[tuple[str, str], np.ndarray] = {}
+
+    def cost(value: str, src: str, dst: str) -> float:
+        if src == dst:
+            return 0.0
+        t = graph.type_of(value)
+        return transforms.get(TransformKey(tuple(t.shape), str(t.dtype), src, dst), math.inf)
+
+    def link(consumer: str, consumer_layouts: Sequence[dict[str, str]]) -> None:
+        by_prod: dict[str, list[str]] = {}
+        for needs in consumer_layouts:
+            for value in needs:
+                if value in prod and value not in by_prod.setdefault(prod[value][0], []):
+                    by_prod[prod[value][0]].append(value)
+        for pname, values in by_prod.items():
+            src_layouts = next(p[1] for p in prod.values() if p[0] == pname)
+            m = np.zeros((len(src_layouts), len(consumer_layouts)))
+            for a, src in enumerate(src_layouts):
+                for b, needs in enumerate(consumer_layouts):
+                    m[a, b] = sum(cost(val, src, needs[val]) for val in values if val in needs)
+            edges[(pname, consumer)] = m
+
+    for i, v in enumerate(variants):
+        name = f"g{i}"
+        nodes.append(name)
+        node_costs[name] = list(group_costs[i])
+        link(name, [_needs(v, k, graph) for k in range(len(v.layouts))])
+    for k, o in enumerate(graph.outputs):
+        name = f"out:{k}"
+        nodes.append(name)
+        node_costs[name] = [0.0]
+        link(name, [{o: NHWC}])
+    return LayoutProblem(tuple(nodes), node_costs, edges)
+
+
+def solve_layouts(graph: Graph, log_file: str | os.PathLike, builder: Any = None, runner: Any = None,
+                  hw: HardwareParams | None = None, record: bool = True) -> LayoutChoice:
+    """Pick each group's layout from the variants' best times in ``log_file`` and the transform
+    costs (cached in the sidecar; the missing ones measured now and appended), solve, and append
+    the choice to the sidecar (``record``)."""
+    occ = lower_groups(graph)
+    variants = layout_variants(graph, hw, occ)
+    side = sidecar_path(log_file)
+    cached, _ = read_sidecar(side)
+    needed = needed_transforms(graph, variants)
+    missing = [k for k in needed if k not in cached]
+    fresh = measure_transforms(missing, builder, runner)
+    if fresh:
+        write_transform_costs(side, fresh)
+    costs = {**cached, **fresh}
+    used = {k: costs[k] for k in needed}
+    gcosts = _group_costs(variants, graph, log_file)
+    sol = solve(build_problem(graph, variants, gcosts, used))
+    layouts = tuple(v.layouts[sol.choice[f"g{i}"]] for i, v in enumerate(variants))
+    net = network_key(occ)
+    if record:
+        _append(side, [{"kind": "choice", "network": net, "layouts": list(layouts), "cost": sol.cost,
+                        "method": sol.method, "optimal": sol.optimal}])
+    return LayoutChoice(net, layouts, sol, used, tuple(tuple(c) for c in gcosts))
+
+
+def check_layouts(graph: Graph, occurrences: Sequence[_Occurrence], layouts: Sequence[str],
+                  source: str = "layouts") -> tuple[str, ...]:
+    """``layouts`` validated against the network: one per fused group, each one the group can
+    take (``GraphError`` naming ``source`` and the group otherwise)."""
+    if isinstance(layouts, str) or len(layouts) != len(occurrences):
+        raise GraphError(f"{source}: expected one layout per fused group ({len(occurrences)}), "
+                         f"got {len(layouts) if not isinstance(layouts, str) else repr(layouts)}")
+    for o, lay in zip(occurrences, layouts):
+        try:
+            why = why_not(o.group, graph, lay)
+        except LayoutError as e:
+            raise GraphError(f"{source}: group {o.group.name}: {e}") from None
+        if why is not None:
+            raise GraphError(f"{source}: group {o.group.name} cannot run in {lay}: {why}")
+    return tuple(layouts)
+
+
+def chosen_layouts(graph: Graph, log_file: str | os.PathLike,
+                   occurrences: Sequence[_Occurrence] | None = None) -> tuple[str, ...] | None:
+    """The layouts last chosen for this network in ``log_file``'s sidecar, validated, or None."""
+    occ = list(occurrences) if occurrences is not None else lower_groups(graph)
+    side = sidecar_path(log_file)
+    _, choices = read_sidecar(side)
+    found = choices.get(network_key(occ))
+    return None if found is None else check_layouts(graph, occ, found[0], f"{side}:{found[1]}")
