@@ -64,7 +64,8 @@ def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int
         log = job.get("log") if system not in ("ansor-untuned", "ansor-guess") else None
         untuned = "guess" if system == "ansor-guess" else job.get("untuned", "rules")
         lib = compile_network(graph, log_file=log, verbose=False,
-                              layout_rewrite=system != "ansor-no-rewrite", untuned=untuned)
+                              layout_rewrite=system != "ansor-no-rewrite", untuned=untuned,
+                              layouts=None if job.get("layouts") == "nhwc" else "auto")
         return lambda: [v for v in lib.run(feeds).values()]
     if system == "onnxruntime":
         import onnxruntime as ort  # noqa: PLC0415 - optional peer
