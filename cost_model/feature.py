@@ -13,7 +13,10 @@ small matrices per access, computed with numpy:
 From them come strides, the region touched inside every loop level (bounding box, capped at the
 buffer's shape), cache lines, reuse, and the arithmetic-intensity curve. The access indices and op
 counts of a stage's computation (with inlined producers substituted) depend only on which stages
-are inlined, so they are computed once per (DAG, inline pattern) and cached.
+are inlined, so they are computed once per (DAG, inline pattern) and cached. A statement's row
+is a pure function of its loop nest, that analysis and the buffers it reads; most of a search
+generation's statements are their parent's unchanged, so rows are kept under those inputs
+(``_row_key``, module ``row_cache``) and a recurring statement costs a key, not a row.
 
 The schema follows Ansor's program features (computation counts; vectorize / unroll / parallel
 lengths and positions; per-buffer access for the top five buffers; arithmetic intensity; allocation;
