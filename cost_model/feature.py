@@ -13,7 +13,10 @@ small matrices per access, computed with numpy:
 From them come strides, the region touched inside every loop level (bounding box, capped at the
 buffer's shape), cache lines, reuse, and the arithmetic-intensity curve. The access indices and op
 counts of a stage's computation (with inlined producers substituted) depend only on which stages
-are inlined, so they are computed once per (DAG, inline pattern) and cached.
+are inlined, so they are computed once per (DAG, inline pattern) and cached. A statement's row
+is a pure function of its loop nest, that analysis and the buffers it reads; most of a search
+generation's statements are their parent's unchanged, so rows are kept under those inputs
+(``_row_key``, module ``row_cache``) and a recurring statement costs a key, not a row.
 
 The schema follows Ansor's program features (computation counts; vectorize / unroll / parallel
 lengths and positions; per-buffer access for the top five buffers; arithmetic intensity; allocation;
@@ -37,6 +40,7 @@ from .feature_schema import (ANNOT_BASE, BUF_BASE, CACHE_LINE, CURVE_POINTS, FEA
                              FEATURE_NAMES, FEATURE_VERSION, NB, NUM_BUFFERS, NUM_FEATURES,
                              OP_FEATURES, POS, TAIL_BASE)
 from .loop_nests import Nest, statement_nests
+from .row_cache import cached_row
 from .stage_analysis import StageInfo, stage_infos
 
 __all__ = ["FEATURE_DOCS", "FEATURE_NAMES", "FEATURE_VERSION", "NUM_FEATURES", "dump_features",
@@ -67,13 +71,30 @@ def _position(idx: list[int], red: list[bool]) -> str:
     return f"{pos.pop()}_{'reduce' if r else 'spatial'}"
 
 
+_CURVE_GRIDS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _curve_grid(L: int) -> tuple[np.ndarray, np.ndarray]:
+    """The arithmetic-intensity curve's sample points over L loop levels and the levels' positions
+    (the same arrays for every statement with L loops; read only)."""
+    got = _CURVE_GRIDS.get(L)
+    if got is None:
+        got = _CURVE_GRIDS[L] = (np.linspace(0, L - 1, CURVE_POINTS), np.arange(L))
+        for a in got:
+            a.setflags(write=False)
+    return got
+
+
 def _statement_row(state: State, k: int, info: StageInfo, nest: Nest, nests: dict[int, Nest],
                    buffer_of: dict[int, tuple[tuple[int, ...], int, bool]]) -> np.ndarray:
     s = state.stages[k]
     row = np.zeros(NUM_FEATURES)
     ext = nest.ext
     L = len(ext)
-    iters = float(np.prod(ext)) if L else 1.0
+    # Extents are whole numbers whose products stay far below 2**53, so math.prod of the list is
+    # exactly np.prod of the array (and a fraction of its cost on these short arrays).
+    extl = ext.tolist()
+    iters = float(math.prod(extl)) if L else 1.0
     row[: len(OP_FEATURES)] = info.ops * iters
 
     # -- vectorize / unroll / parallel --
@@ -92,7 +113,7 @@ def _statement_row(state: State, k: int, info: StageInfo, nest: Nest, nests: dic
         b = ANNOT_BASE[kind]
         if idx:
             row[b] = len(idx)
-            row[b + 1] = float(np.prod(ext[idx]))
+            row[b + 1] = float(math.prod(extl[i] for i in idx))
             row[b + 2] = ext[idx[-1]]
         row[b + 3 + POS[_position(idx, nest.red)]] = 1.0
 
@@ -169,15 +190,15 @@ def _statement_row(state: State, k: int, info: StageInfo, nest: Nest, nests: dic
     t = TAIL_BASE
     if L:
         ai = info.flops * inner_prod[:L] / np.maximum(total_uniq[:L], 1.0)
-        xs = np.linspace(0, L - 1, CURVE_POINTS)
-        row[t: t + CURVE_POINTS] = np.interp(xs, np.arange(L), ai)
+        xs, positions = _curve_grid(L)
+        row[t: t + CURVE_POINTS] = np.interp(xs, positions, ai)
     t += CURVE_POINTS
     written_shape, written_eb, written_local = buffer_of[k]
     if written_local or k not in _param_stage_ids(state):
         size = math.prod(written_shape) * written_eb
-        outer = float(np.prod(ext[: nest.n_enc])) if nest.n_enc else 1.0
+        outer = float(math.prod(extl[: nest.n_enc])) if nest.n_enc else 1.0
         row[t], row[t + 1], row[t + 2] = size, size * outer, outer
-    row[t + 3] = float(np.prod(ext[nest.n_enc:])) if L > nest.n_enc else 1.0
+    row[t + 3] = float(math.prod(extl[nest.n_enc:])) if L > nest.n_enc else 1.0
     row[t + 4] = iters
     row[t + 5] = L
     row[t + 6] = s.auto_unroll_max_step
@@ -185,6 +206,19 @@ def _statement_row(state: State, k: int, info: StageInfo, nest: Nest, nests: dic
     row[t + 8] = iters / max(nest.useful, 1.0)
     row[t + 9] = nest.tested
     return row
+
+
+def _row_key(state: State, k: int, info: StageInfo, nest: Nest, nests: dict[int, Nest],
+             buffer_of: dict[int, tuple[tuple[int, ...], int, bool]], params: set[int]) -> tuple:
+    """Everything ``_statement_row(state, k, info, nest, nests, buffer_of)`` reads, as a hashable
+    key for the row cache (module ``row_cache``): the same key means the same row. Keep the two
+    in step: a value the row starts to read must join the key."""
+    producers = info.accesses(k).producers
+    return (k, id(info), nest.n_enc, nest.useful, nest.tested, tuple(nest.ann), tuple(nest.red),
+            nest.ext.dtype.str, nest.ext.tobytes(), nest.coef.shape, nest.coef.tobytes(),
+            nest.span.tobytes(), state.stages[k].auto_unroll_max_step, k in params,
+            tuple(buffer_of[p] for p in producers), buffer_of[k],
+            tuple(nests[p].n_enc if buffer_of[p][2] else -1 for p in producers))
 
 
 _PARAMS: Memo[set[int]] = Memo("features.params")  # stages that write kernel arguments
@@ -200,10 +234,10 @@ def _param_stage_ids_of(state: State) -> set[int]:
     return {k for k, s in enumerate(state.stages) if any(id(o) in outs for o in s.produced_ops)}
 
 
-def _state_rows(state: State) -> np.ndarray:
-    infos = stage_infos(state)
-    nests = statement_nests(state, infos)
-    params = _param_stage_ids(state)
+def _buffers(state: State, nests: dict[int, Nest],
+             params: set[int]) -> dict[int, tuple[tuple[int, ...], int, bool]]:
+    """Per non-inlined stage: the shape of the buffer it writes, its element bytes, and whether
+    it is a local temporary (computed at a loop, not a kernel argument: its region's shape)."""
     buffer_of: dict[int, tuple[tuple[int, ...], int, bool]] = {}
     for k, s in enumerate(state.stages):
         if s.compute_at == "inline":
@@ -213,7 +247,22 @@ def _state_rows(state: State) -> np.ndarray:
             buffer_of[k] = (tuple(nests[k].region), eb, True)
         else:
             buffer_of[k] = (tuple(s.op.shape), eb, False)
-    rows = [_statement_row(state, k, infos[k], nests[k], nests, buffer_of) for k in sorted(nests)]
+    return buffer_of
+
+
+def _state_rows(state: State, use_cache: bool = True) -> np.ndarray:
+    """The feature matrix of ``state``; ``use_cache=False`` computes every row (tests of the
+    row cache compare the two)."""
+    infos = stage_infos(state)
+    nests = statement_nests(state, infos)
+    params = _param_stage_ids(state)
+    buffer_of = _buffers(state, nests, params)
+    if use_cache:
+        rows = [cached_row(state.dag, _row_key(state, k, infos[k], nests[k], nests, buffer_of, params),
+                           infos[k], lambda k=k: _statement_row(state, k, infos[k], nests[k], nests, buffer_of))
+                for k in sorted(nests)]
+    else:
+        rows = [_statement_row(state, k, infos[k], nests[k], nests, buffer_of) for k in sorted(nests)]
     return _slog(np.array(rows).reshape(len(rows), NUM_FEATURES))
 
 

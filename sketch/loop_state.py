@@ -25,6 +25,7 @@ from compute.compute_dag import ComputeDAG
 from compute.tensor import ComputeOp, Operation, Tensor
 
 from .lower import state_str
+from .op_tables import consumer_table, producer_table
 # The stage types are defined in .stage (below the steps and the lowering, which need them but
 # not this module); they are re-exported here, where users and other packages import them.
 from .stage import (ANNOTATIONS, FuseRel, InvalidStepError, Iterator, SplitRel, Stage,
@@ -127,29 +128,14 @@ class State:
         return list(self.memo(_CONSUMERS, State._consumer_table)[stage_id])
 
     def _consumer_table(self) -> dict[int, list[int]]:
-        producer_of = self.producer_map()
-        table: dict[int, list[int]] = {k: [] for k in range(len(self.stages))}
-        for k, s in enumerate(self.stages):
-            if isinstance(s.op, ComputeOp):
-                seen = set()
-                for n in E.post_order(s.op.body):
-                    if isinstance(n, E.TensorLoad):
-                        p = producer_of.get(id(n.tensor))
-                        if p is not None and p not in seen:
-                            seen.add(p)
-                            table[p].append(k)
-        return table
+        return consumer_table(self.dag, self.stages)
 
     def producer_map(self) -> dict[int, int]:
         """id(tensor) -> index of the stage producing it (ops a stage replaced count as its own)."""
         return self.memo(_PRODUCERS, State._producer_table)
 
     def _producer_table(self) -> dict[int, int]:
-        table: dict[int, int] = {}
-        for k, s in enumerate(self.stages):
-            for o in s.produced_ops:
-                table.setdefault(id(o.output), k)
-        return table
+        return producer_table(self.dag, self.stages)
 
     def effective_consumers(self, stage_id: int) -> list[int]:
         """Readers once inlining is resolved: an inlined reader is replaced by its own readers."""

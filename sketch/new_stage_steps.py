@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 from compute import expr as E
 from compute.tensor import ComputeOp
 
+from .pack_ops import pack_ops
 from .stage import InvalidStepError, iterator_values, stage_for_op
 from .step_base import Step, _check_not_target, _compute_stage, _leaf, _shift_stage_ids, _stage
 
@@ -207,31 +208,11 @@ class PackStep(Step):
             # A sketch's placeholder split gives 1 (a plain reordering copy) until tile sizes fill.
             raise InvalidStepError(f"pack of {st.name!r}: block length {v} must be between 1 and "
                                    f"the extent {n} of dimension {self.dim}")
-        outer = E.iter_var("ax_o", 0, -(-n // v), "spatial")
-        inner = E.iter_var("ax_i", 0, v, "spatial")
-        rest = tuple(E.iter_var(f"ax{d}", 0, s, "spatial") for d, s in enumerate(src.shape) if d != self.dim)
-        d_val = outer * v + inner
-        idx = list(rest)
-        idx.insert(self.dim, d_val)
-        body: E.Expr = src[tuple(idx)]
-        if n % v:
-            body = E.select(d_val < n, body, E.const(0, src.dtype))
-        pack = ComputeOp(_unique_name(state, f"{st.name}.pack"), (outer,) + rest + (inner,), body,
-                         "pack", {})
-        olds = {id(o.output) for o in st.produced_ops}
-        dim = self.dim
-
-        def to_pack(e: E.Expr) -> E.Expr | None:
-            if not (isinstance(e, E.TensorLoad) and id(e.tensor) in olds):
-                return None
-            ix = list(e.indices)
-            d = ix.pop(dim)
-            return pack.output[(E.binary("floordiv", d, v),) + tuple(ix) + (E.binary("floormod", d, v),)]
-
         stages = list(state.stages)
         rs = stages[self.reader_stage_id]
         assert isinstance(rs.op, ComputeOp)
-        new_op = ComputeOp(rs.op.name, rs.op.axes, E.rewrite(rs.op.body, to_pack), rs.op.tag, rs.op.attrs)
+        pack, new_op = pack_ops(state.dag, st.op, st.produced_ops, rs.op, self.dim, v,
+                                _unique_name(state, f"{st.name}.pack"))
         stages[self.reader_stage_id] = replace(rs, op=new_op, aliases=rs.aliases + (rs.op,))
         at = self.stage_id + 1
         _shift_stage_ids(stages, at)

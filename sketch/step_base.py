@@ -7,12 +7,11 @@ steps) and ``new_stage_steps`` (cache_write, cache_read, rfactor) build on it.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
 from compute.tensor import ComputeOp
 
-from .stage import InvalidStepError, Iterator, Stage
+from .stage import InvalidStepError, Iterator, Stage, replace_stage
 
 if TYPE_CHECKING:
     # For annotations only: State's building API creates steps, so at run time the dependency
@@ -64,14 +63,14 @@ def _move_attachments(stages: list[Stage], sid: int, old_ids: tuple[int, ...], n
     olds = set(old_ids)
     for k, s in enumerate(stages):
         if s.attach is not None and s.attach[0] == sid and s.attach[1] in olds:
-            stages[k] = replace(s, attach=(sid, new_id))
+            stages[k] = replace_stage(s, attach=(sid, new_id))
 
 
 def _shift_stage_ids(stages: list[Stage], at: int, by: int = 1) -> None:
     """Renumber attach targets after inserting ``by`` stages at index ``at``."""
     for k, s in enumerate(stages):
         if s.attach is not None and s.attach[0] >= at:
-            stages[k] = replace(s, attach=(s.attach[0] + by, s.attach[1]))
+            stages[k] = replace_stage(s, attach=(s.attach[0] + by, s.attach[1]))
 
 
 def _check_not_target(state: State, sid: int, what: str) -> None:

@@ -20,7 +20,7 @@ from compute.tensor import ComputeOp
 # The cache and rfactor steps are re-exported here with the others (STEP_TYPES needs them).
 from .new_stage_steps import CacheReadStep, CacheWriteStep, PackStep, RfactorStep
 from .stage import (ANNOTATIONS, SPLIT_TAILS, FuseRel, InvalidStepError, Iterator, SplitRel,
-                    split_extents)
+                    replace_stage, split_extents)
 from .step_base import (Step, _check_not_target, _compute_stage, _leaf, _move_attachments, _prod,
                         _stage)
 
@@ -63,7 +63,7 @@ def _do_split(state: State, step: Step, sid: int, pos: int, lengths: tuple[int, 
     leaves = st.leaves[:pos] + children + st.leaves[pos + 1:]
     rel = SplitRel(leaf_id, children, tuple(lengths), inner_to_outer, tail)
     stages = list(state.stages)
-    stages[sid] = replace(st, iters=new_iters, leaves=leaves, relations=st.relations + (rel,))
+    stages[sid] = replace_stage(st, iters=new_iters, leaves=leaves, relations=st.relations + (rel,))
     _move_attachments(stages, sid, (leaf_id,), children[-1])
     return state.with_stages(tuple(stages), step)
 
@@ -210,7 +210,7 @@ class FuseStep(Step):
         fused = Iterator("@".join(i.name for i in its) + "@", _prod(i.extent for i in its), its[0].kind)
         leaves = st.leaves[: pos[0]] + (child,) + st.leaves[pos[-1] + 1:]
         stages = list(state.stages)
-        stages[self.stage_id] = replace(st, iters=st.iters + (fused,), leaves=leaves,
+        stages[self.stage_id] = replace_stage(st, iters=st.iters + (fused,), leaves=leaves,
                                         relations=st.relations + (FuseRel(ids, child),))
         _move_attachments(stages, self.stage_id, ids, child)
         return state.with_stages(tuple(stages), self)
@@ -230,7 +230,7 @@ class ReorderStep(Step):
         if sorted(order) != list(range(len(st.leaves))):
             raise InvalidStepError(f"reorder on stage {st.name}: {list(self.after_ids)} is not a "
                                    f"permutation of its {len(st.leaves)} loops")
-        return state.with_stage(self.stage_id, replace(st, leaves=tuple(st.leaves[p] for p in order)), self)
+        return state.with_stage(self.stage_id, replace_stage(st, leaves=tuple(st.leaves[p] for p in order)), self)
 
 
 def _attached_inside(state: State, sid: int, target: int) -> bool:
@@ -276,7 +276,7 @@ class ComputeAtStep(Step):
                                    f"read {st.name!r}")
         p = tgt.position(self.target_iter_id)
         stages = list(state.stages)
-        stages[self.stage_id] = replace(st, compute_at="iter", attach=(self.target_stage_id, tgt.leaves[p]))
+        stages[self.stage_id] = replace_stage(st, compute_at="iter", attach=(self.target_stage_id, tgt.leaves[p]))
         return state.with_stages(tuple(stages), self)
 
 
@@ -297,7 +297,7 @@ class ComputeInlineStep(Step):
         if not state.consumers(self.stage_id):
             raise InvalidStepError(f"cannot inline {st.name!r}: nothing reads it")
         _check_not_target(state, self.stage_id, "inline")
-        return state.with_stage(self.stage_id, replace(st, compute_at="inline", attach=None), self)
+        return state.with_stage(self.stage_id, replace_stage(st, compute_at="inline", attach=None), self)
 
 
 @dataclass(frozen=True)
@@ -309,7 +309,7 @@ class ComputeRootStep(Step):
         st = _stage(state, self.stage_id)
         if st.is_placeholder:
             raise InvalidStepError(f"cannot compute_root placeholder {st.name!r}")
-        return state.with_stage(self.stage_id, replace(st, compute_at="root", attach=None), self)
+        return state.with_stage(self.stage_id, replace_stage(st, compute_at="root", attach=None), self)
 
 
 @dataclass(frozen=True)
@@ -336,7 +336,7 @@ class AnnotationStep(Step):
                                            f"{other.name} is already parallel (nested parallel loops)")
         new_it = replace(it, annotation=self.annotation)
         iters = st.iters[:leaf_id] + (new_it,) + st.iters[leaf_id + 1:]
-        return state.with_stage(self.stage_id, replace(st, iters=iters), self)
+        return state.with_stage(self.stage_id, replace_stage(st, iters=iters), self)
 
 
 @dataclass(frozen=True)
@@ -358,7 +358,7 @@ class PragmaStep(Step):
                 raise InvalidStepError(f"bad pragma {self.pragma_type!r}") from None
             if n < 0:
                 raise InvalidStepError(f"bad pragma {self.pragma_type!r}: negative step count")
-            return state.with_stage(self.stage_id, replace(st, auto_unroll_max_step=n), self)
+            return state.with_stage(self.stage_id, replace_stage(st, auto_unroll_max_step=n), self)
         raise InvalidStepError(f"unknown pragma {self.pragma_type!r}")
 
 

@@ -148,3 +148,22 @@ def test_state_prints_loop_structure():
         if False else _matmul_relu().init_state().split("C", 0, [8]).parallel("C", 0)
     text = str(s)
     assert "parallel i.0 (0,4)" in text and "for i.1 (0,8)" in text and "C = ..." in text
+
+
+def test_replace_stage_is_dataclasses_replace():
+    """The fast stage copy every step uses builds what dataclasses.replace builds."""
+    import dataclasses
+
+    from sketch.stage import replace_stage
+
+    dag = ansor.SearchTask(func="matmul", args=(16, 16, 16)).compute_dag
+    st = dag.init_state().stages[-1]
+    for kw in ({}, {"compute_at": "inline", "attach": None}, {"leaves": tuple(reversed(st.leaves))},
+               {"auto_unroll_max_step": 16, "attach": (0, 1)}):
+        fast, slow = replace_stage(st, **kw), dataclasses.replace(st, **kw)
+        assert fast == slow and fast is not st and type(fast) is type(slow)
+        assert fast.__dict__ == slow.__dict__
+    with pytest.raises(TypeError):
+        replace_stage(st, no_such_field=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        replace_stage(st).leaves = ()
