@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("model")
     ap.add_argument("--trials", type=int, default=768)
     ap.add_argument("--per-round", type=int, default=16)
+    ap.add_argument("--population", type=int, default=512, help="search population (default 512)")
     ap.add_argument("--image-size", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         label, flags, _, _ = MODES[m]
         logs[m] = out / f"{tag}-{m}.json"
         cmd = [sys.executable, "-m", "ansor.cli", "network", "tune", ns.model, "--trials", str(ns.trials),
-               "--per-round", str(ns.per_round), "--log", str(logs[m]), "--rounds", "0", *flags]
+               "--per-round", str(ns.per_round), "--population", str(ns.population), "--log", str(logs[m]),
+               "--rounds", "0", *flags]
         if ns.image_size:
             cmd += ["--image-size", str(ns.image_size)]
         print(f"({m}) {label}: {' '.join(cmd[2:])}", flush=True)
