@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ansor.bench import timing  # noqa: E402
+from ansor.bench.report import fmt_ms, fmt_ratio  # noqa: E402
 from ansor.bench.workloads import SETS, parse_workloads  # noqa: E402
 from cost_model.pretrained import pretrained_path  # noqa: E402
 
@@ -106,12 +107,7 @@ def main(argv: list[str] | None = None) -> int:
               "threads": ns.threads, "rounds": ns.rounds, "results": results}
     (out / "pretrained_eval.json").write_text(json.dumps(report, indent=1, default=str))
 
-    def ms(x):
-        return f"{x * 1e3:.3f}" if x else "-"
-
-    def ratio(a, b):
-        return f"{a / b:.2f}" if a and b else "-"
-
+    ms, ratio = fmt_ms, fmt_ratio
     S, L = ns.short, ns.long
     lines = [f"Pre-trained start ({model.name}) against the untrained one; {info['cpu']} (LLVM CPU "
              f"`{info['llvm_cpu']}`), {ns.threads} threads, {info['date']}; each figure the median of "

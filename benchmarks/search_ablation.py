@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ansor.bench import timing  # noqa: E402
+from ansor.bench.report import fmt_ms, fmt_ratio  # noqa: E402
 from ansor.bench.workloads import SETS, parse_workloads  # noqa: E402
 from sketch.search_params import SearchParams  # noqa: E402
 
@@ -129,12 +130,7 @@ def main(argv: list[str] | None = None) -> int:
              "| workload | seed | default ms | variant ms | variant / default | numpy ms | default vs numpy | variant vs numpy |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
 
-    def ms(x):
-        return f"{x * 1e3:.3f}" if x else "-"
-
-    def ratio(a, b):
-        return f"{a / b:.2f}" if a and b else "-"
-
+    ms, ratio = fmt_ms, fmt_ratio
     for r in results:
         s = r["seconds"]
         lines.append(f"| {r['label']} | {r['seed']} | {ms(s['default'])} | {ms(s['variant'])} | "

@@ -282,6 +282,43 @@ class RuleAddRfactor(SketchRule):
         return out
 
 
+class RuleRowBlockDot(SketchRule):
+    """A matrix-vector product (``_matrix_vector``) computed a block of output rows at a time
+    inside its elementwise consumer: the consumer's long spatial axis is split, the product is
+    computed at the outer part (run in parallel), and its reduction is the innermost loop, which
+    walks a weight row contiguously (LLVM keeps SIMD partial sums of it: ``reassoc``). One
+    parallel region and no factored buffer, where the rfactor sketches need three regions; a
+    classifier's 1 x 1280 -> 1001 ran 35 us so against 50 us for the tuned rfactor kernel. An
+    extra sketch: the other rules still apply."""
+
+    name = "row_block_dot"
+
+    def meet_condition(self, ctx, state, sid):
+        if not _is_compute(state, sid) or _is_derived(state, sid) or not ctx.info(state, sid).has_reduce:
+            return ConditionKind.SKIP
+        op = state.stages[sid].op
+        red = 1
+        for a in op.reduce_axes:
+            red *= a.extent
+        if not _matrix_vector(op, red) or single_elementwise_consumer(state, sid) is None:
+            return ConditionKind.SKIP
+        return ConditionKind.APPLY
+
+    def apply(self, ctx, state, sid):
+        consumer = single_elementwise_consumer(state, sid)
+        assert consumer is not None
+        cst = state.stages[consumer]
+        long_axes = [p for p, it in enumerate(cst.leaf_iters) if it.kind != "reduce" and it.extent > 1]
+        if len(long_axes) != 1:
+            return []
+        try:
+            s = state.split(consumer, long_axes[0], [1])
+            s = s.compute_at(sid, consumer, long_axes[0])
+        except InvalidStepError:
+            return []
+        return [(s, sid - 1)]
+
+
 class RuleAddCacheWrite(SketchRule):
     """A stage to tile that has no elementwise consumer to fuse into gets a local accumulator
     (cache_write); the copy stage is then the consumer the tiled accumulator fuses into."""
@@ -366,7 +403,7 @@ class RuleSkipStage(SketchRule):
 
 
 DEFAULT_RULES: tuple[SketchRule, ...] = (
-    RuleAlwaysInline(), RuleAddRfactor(), RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(),
+    RuleAlwaysInline(), RuleAddRfactor(), RuleRowBlockDot(), RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(),
     RuleMultiLevelTiling(), RuleSkipStage(),
 )
 

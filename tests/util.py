@@ -34,3 +34,21 @@ def assert_matches_reference(kernel, dag, inputs, rtol=1e-4, atol=1e-5, what="")
             np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"{what} output {t.name}")
         else:
             np.testing.assert_array_equal(g, e, err_msg=f"{what} output {t.name}")
+
+
+def graph_inputs(g, seed: int = 0) -> dict[str, np.ndarray]:
+    """Standard-normal arrays for every input of the network graph ``g``, by name."""
+    rng = np.random.default_rng(seed)
+    return {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in g.inputs.items()}
+
+
+def assert_network_matches(lib, g, atol: float = 1e-4) -> dict[str, np.ndarray]:
+    """``lib`` (a compiled ``g``) gives the graph reference's outputs, to ``atol`` times each
+    output's largest magnitude; returns its outputs."""
+    from ansor.graph import run  # the graph layer is heavier than the kernel helpers above
+
+    x = graph_inputs(g)
+    out, ref = lib.run(x), run(g, x)
+    for k in ref:
+        np.testing.assert_allclose(out[k], ref[k], rtol=0, atol=atol * np.abs(ref[k]).max())
+    return out

@@ -8,6 +8,16 @@ from pathlib import Path
 from .workloads import SYSTEM_LABELS
 
 
+def fmt_ms(seconds: float | None) -> str:
+    """Seconds as milliseconds with 3 decimals, ``-`` when missing (tables of the benchmarks)."""
+    return f"{seconds * 1e3:.3f}" if seconds else "-"
+
+
+def fmt_ratio(a: float | None, b: float | None) -> str:
+    """``a / b`` with 2 decimals, ``-`` when either is missing."""
+    return f"{a / b:.2f}" if a and b else "-"
+
+
 def _fmt_figure(entry: dict, unit: str) -> str:
     if "seconds" not in entry:
         return "-"

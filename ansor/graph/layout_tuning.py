@@ -243,15 +243,19 @@ def _bad(path: Path, lineno: int, msg: str) -> LayoutFileError:
     return LayoutFileError(f"{path}:{lineno}: {msg}")
 
 
-def _layout_field(entry: dict, name: str, path: Path, lineno: int) -> str:
-    v = entry.get(name)
+def _layout_name(v: Any, what: str, path: Path, lineno: int) -> str:
+    """``v`` if it names a layout; LayoutFileError naming ``what``, the file and line otherwise."""
     if not isinstance(v, str):
-        raise _bad(path, lineno, f"{name!r} must be a layout name string, got {v!r:.60}")
+        raise _bad(path, lineno, f"{what} must be a layout name string, got {v!r:.60}")
     try:
         block_of(v)
     except LayoutError as e:
-        raise _bad(path, lineno, f"{name!r}: {e}") from None
+        raise _bad(path, lineno, f"{what}: {e}") from None
     return v
+
+
+def _layout_field(entry: dict, name: str, path: Path, lineno: int) -> str:
+    return _layout_name(entry.get(name), repr(name), path, lineno)
 
 
 def _parse_transform(entry: dict, path: Path, lineno: int) -> tuple[TransformKey, float] | None:
@@ -288,14 +292,7 @@ def _parse_choice(entry: dict, path: Path, lineno: int) -> tuple[str, tuple[str,
     lays = entry.get("layouts")
     if not isinstance(lays, list) or not lays:
         raise _bad(path, lineno, "'layouts' must be a non-empty list of layout names")
-    for k, lay in enumerate(lays):
-        if not isinstance(lay, str):
-            raise _bad(path, lineno, f"layouts[{k}] is not a string: {lay!r:.40}")
-        try:
-            block_of(lay)
-        except LayoutError as e:
-            raise _bad(path, lineno, f"layouts[{k}]: {e}") from None
-    return net, tuple(lays)
+    return net, tuple(_layout_name(lay, f"layouts[{k}]", path, lineno) for k, lay in enumerate(lays))
 
 
 def read_sidecar(path: str | os.PathLike

@@ -199,17 +199,14 @@ def test_best_guess_is_the_models_pick_without_measuring(model_file, monkeypatch
 
 
 def test_a_network_compiles_with_the_models_guesses(model_file, monkeypatch, capsys):
-    from ansor.graph import run
-    from tests.ansor.graph.test_network_compile import _inputs, _small
+    from tests.ansor.graph.test_network_compile import _small
+    from tests.util import assert_network_matches
 
     monkeypatch.setenv(P.ENV, str(model_file))
     g = _small()
     lib = ansor.compile_network(g, untuned="guess")
     assert "use the pre-trained model's zero-trial pick" in capsys.readouterr().err
-    x = _inputs(g)
-    out, ref = lib.run(x), run(g, x)
-    for k in ref:
-        np.testing.assert_allclose(out[k], ref[k], rtol=0, atol=1e-4 * np.abs(ref[k]).max())
+    assert_network_matches(lib, g)
     with pytest.raises(ValueError, match="untuned must be one of rules, guess"):
         ansor.compile_network(g, untuned="best")
     monkeypatch.setenv(P.ENV, "none")

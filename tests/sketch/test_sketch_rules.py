@@ -79,6 +79,38 @@ def test_a_matrix_vector_product_also_gets_rfactor_sketches():
         assert not any("RF" in _tags(s) for s in generate_sketches(ansor.ComputeDAG(wl), num_cores=2))
 
 
+def _row_block_sketches(dag):
+    return [s for s in generate_sketches(dag, num_cores=2)
+            if "RF" not in _tags(s) and not any(st.name.endswith(".local") for st in s.stages)
+            and len(s.steps) == 2]
+
+
+def test_a_matrix_vector_product_is_also_computed_a_block_of_rows_at_a_time():
+    """The row-block sketch: the consumer's output axis split, the product computed at its outer
+    part, the reduction innermost (walking a weight row). Samples lower with one parallel region
+    and no factored buffer, and compute the reference; a GEMM and a short reduction do not get it."""
+    import random
+
+    from sketch.init_population import sample_initial_population
+    from sketch.search_params import SearchParams
+
+    dag = ansor.ComputeDAG(W.dense(1, 1001, 1280))
+    (sk,) = _row_block_sketches(dag)
+    assert [type(st).__name__ for st in sk.steps] == ["SplitStep", "ComputeAtStep"]
+    task = ansor.SearchTask(tensors=dag)
+    params = SearchParams().with_hardware(task.hardware_params)
+    samples = sample_initial_population([sk], 6, random.Random(0), params)
+    assert samples
+    for st in samples:
+        text = str(lower(st))
+        assert ".rf" not in text and text.count("parallel") <= 1, text
+        inner = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("for ")]
+        assert inner[-2].startswith("for k"), text  # the reduction is the dense stage's innermost loop
+        assert_matches_reference(ansor.build(st), dag, _inputs(dag), 1e-4, 1e-3, "row-block sample")
+    for wl in (W.dense(8, 1001, 1280), W.dense(1, 1001, 64), W.matmul(64, 48, 40)):
+        assert not _row_block_sketches(ansor.ComputeDAG(wl))
+
+
 def test_sketches_print_their_loop_structure():
     text = str(generate_sketches(ansor.ComputeDAG(W.matmul(64, 48, 40)), num_cores=2)[0])
     assert "k.0" in text and "matmul.local = ..." in text

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ansor
-from ansor.graph import GraphBuilder, run
+from ansor.graph import GraphBuilder
 from ansor.graph.tasks import extract_tasks
 from measure.measure import MeasureInput, MeasureResult
 from measure.record import RecordToFile
@@ -21,6 +21,7 @@ from sketch.layout_rewrite import rewritable_packs
 from sketch.search_params import SearchParams
 from sketch.sketch_rules import generate_sketches
 from sketch.transform_steps import PackStep
+from tests.util import assert_network_matches, graph_inputs
 
 
 def conv_dense_net():
@@ -85,23 +86,11 @@ def packed_log(graph, path, seed=0, blocks=None):
     return out
 
 
-def _inputs(g, seed=0):
-    rng = np.random.default_rng(seed)
-    return {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in g.inputs.items()}
-
-
-def _assert_matches(lib, g):
-    x = _inputs(g)
-    out, ref = lib.run(x), run(g, x)
-    for k in ref:
-        np.testing.assert_allclose(out[k], ref[k], rtol=0, atol=1e-4 * np.abs(ref[k]).max())
-
-
 def _packed_steps(lib):
     return [s for s in lib._steps if s.kernel.packed_args]
 
 
-def test_tasks_name_their_constant_inputs():
+def test_tasks_name_their_constantgraph_inputs():
     tasks, _ = extract_tasks(conv_dense_net())
     by_desc = {t.desc.split()[0]: t for t in tasks}
     # conv: data, weight, bias -> weight and bias constant; dense: data, weight (bound transposed), bias
@@ -123,8 +112,8 @@ def test_conv_dense_network_with_rewrite_matches_reference(tmp_path):
     assert len(packed) == 3  # conv, grouped conv, dense
     on = ansor.compile_network(g, log, layout_rewrite=True, verbose=False)
     off = ansor.compile_network(g, log, layout_rewrite=False, verbose=False)
-    _assert_matches(on, g)
-    _assert_matches(off, g)
+    assert_network_matches(on, g)
+    assert_network_matches(off, g)
     steps = _packed_steps(on)
     assert len(steps) == 3 and not _packed_steps(off)
     for st in steps:
@@ -146,7 +135,7 @@ def test_grouped_and_depthwise_conv_with_rewrite_match_reference(tmp_path, kind)
     packed = packed_log(g, log, seed=1, blocks=None if kind == "depthwise" else {0: 16})
     assert 0 in packed
     lib = ansor.compile_network(g, log, verbose=False)
-    _assert_matches(lib, g)
+    assert_network_matches(lib, g)
     first = lib._steps[0]
     assert first.name == "gconv+relu" and first.kernel.packed_args  # the grouped weight is packed
     p = first.kernel.packed_args[0]
@@ -168,7 +157,7 @@ def test_one_constant_two_packings_get_their_own_copies(tmp_path):
     blocks = [next(iter(ps.values())).block for ps in packed.values()]
     assert len(set(blocks)) == 2, blocks
     lib = ansor.compile_network(g, log, verbose=False)
-    _assert_matches(lib, g)
+    assert_network_matches(lib, g)
     steps = _packed_steps(lib)
     assert len(steps) == 2 and steps[0].args[1] != steps[1].args[1]
     assert {lib._buffers[s.args[1]].shape for s in steps} == {p.packed_shape for s in steps for p in s.kernel.packed_args}
@@ -184,7 +173,7 @@ def test_same_packing_of_one_constant_is_shared(tmp_path):
     log = tmp_path / "log.json"
     assert packed_log(g, log)
     lib = ansor.compile_network(g, log, verbose=False)
-    _assert_matches(lib, g)
+    assert_network_matches(lib, g)
     steps = _packed_steps(lib)
     assert len(steps) == 2 and steps[0].args[1] == steps[1].args[1]
     assert len(lib._consts) == 1
@@ -199,7 +188,7 @@ def test_exported_module_with_packed_constants_loads_and_runs(tmp_path):
     with np.load(tmp_path / "mod" / "weights.npz", allow_pickle=False) as z:
         assert any(z[k].ndim == 5 for k in z.files)  # a packed conv weight
     again = ansor.load_module(tmp_path / "mod")
-    x = _inputs(g)
+    x = graph_inputs(g)
     want = lib.run(x)
     got = again.run(x)
     for k in want:

@@ -15,7 +15,7 @@ import pytest
 
 import ansor
 from ansor.cli import main as ansor_main
-from ansor.graph import GraphBuilder, GraphError, run
+from ansor.graph import GraphBuilder, GraphError
 from ansor.graph.layout_solver import brute_force, solve
 from ansor.graph.layout_tuning import (LayoutFileError, TransformKey, build_problem, chosen_layouts,
                                        extract_layout_tasks, layout_variants, needed_transforms,
@@ -31,6 +31,7 @@ from measure.target import host_hardware_params
 from sketch.init_population import sample_initial_population
 from sketch.search_params import SearchParams
 from sketch.sketch_rules import generate_sketches
+from tests.util import assert_network_matches, graph_inputs
 
 LANES = host_hardware_params().vector_lanes
 C = 2 * LANES  # channels both host block sizes divide
@@ -56,17 +57,6 @@ def small_net(c: int = C, first_in: int | None = None):
     return b.build(b.max_pool2d(cat, 2, 2))
 
 
-def _inputs(g, seed=0):
-    rng = np.random.default_rng(seed)
-    return {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in g.inputs.items()}
-
-
-def _assert_matches(lib, g):
-    x = _inputs(g)
-    out, ref = lib.run(x), run(g, x)
-    for k in ref:
-        np.testing.assert_allclose(out[k], ref[k], rtol=0, atol=1e-4 * np.abs(ref[k]).max())
-    return out
 
 
 # ---------------------------------------------------------------- variants and refusals
@@ -117,8 +107,8 @@ def test_blocked_conv_variants_match_the_reference(which):
     b1, b2 = blocked(LANES), blocked(2 * LANES)
     lays = {"chain": [b1, b1, b1, b1, NHWC, NHWC], "mixed": [b2, b1, NHWC, b1, NHWC, NHWC]}[which]
     lib = ansor.compile_network(g, layouts=lays, verbose=False)
-    out = _assert_matches(lib, g)
-    plain = ansor.compile_network(g, layouts=None, verbose=False).run(_inputs(g))
+    out = assert_network_matches(lib, g)
+    plain = ansor.compile_network(g, layouts=None, verbose=False).run(graph_inputs(g))
     for k in out:
         np.testing.assert_allclose(out[k], plain[k], rtol=0, atol=1e-4 * np.abs(plain[k]).max())
     assert plain and lib.num_layout_transforms >= 2  # into the first blocked conv, out before concat
@@ -197,7 +187,7 @@ def test_hostile_sidecar_lines_are_refused_naming_file_and_line(tmp_path, change
 
 @pytest.mark.parametrize("line, message", [
     ("[1, 2]", "an entry must be a JSON object"),
-    ('{"version": 1, "kind": "choice", "network": "ab", "layouts": ["NHWC", 3]}', r"layouts\[1\] is not a string"),
+    ('{"version": 1, "kind": "choice", "network": "ab", "layouts": ["NHWC", 3]}', r"layouts\[1\] must be a layout name string"),
     ('{"version": 1, "kind": "choice", "network": "a b", "layouts": ["NHWC"]}', "'network' must be a network key"),
     ('{"version": 1, "kind": "choice", "network": "ab", "layouts": []}', "'layouts' must be a non-empty list"),
     ("[" * 100000, "not JSON"),
@@ -287,7 +277,7 @@ def test_layout_choice_written_and_reused_by_compile_network(tmp_path, quick_run
     assert chosen_layouts(g, log) == choice.layouts
     lib = ansor.compile_network(g, log, verbose=False)  # layouts="auto": the recorded choice
     assert lib.num_layout_transforms >= 2
-    _assert_matches(lib, g)
+    assert_network_matches(lib, g)
     assert ansor.compile_network(g, log, verbose=False, layouts=None).num_layout_transforms == 0
     # a second solve measures nothing new (the transform costs are cached)
     lines = sidecar_path(log).read_text().count('"transform"')
@@ -319,7 +309,7 @@ def test_layout_tuning_through_the_cli(tmp_path, monkeypatch, capsys):
     assert ansor_main(["network", "run", "layout-net", "--log", str(log), "--rounds", "0"]) == 0
     out = capsys.readouterr().out
     assert "max error against the numpy reference" in out
-    _assert_matches(ansor.compile_network(g, log, verbose=False), g)
+    assert_network_matches(ansor.compile_network(g, log, verbose=False), g)
 
 
 def test_exported_module_with_layout_transforms_loads_and_runs(tmp_path):
@@ -329,7 +319,7 @@ def test_exported_module_with_layout_transforms_loads_and_runs(tmp_path):
 
     back = load_module(lib.export(tmp_path / "m"))
     assert back.num_layout_transforms == lib.num_layout_transforms > 0
-    _assert_matches(back, g)
+    assert_network_matches(back, g)
 
 
 @pytest.mark.parametrize("strides, dilation, padding", [(2, 1, (1, 0, 2, 1)), (1, 2, 2), (2, 2, 0)])
@@ -343,4 +333,4 @@ def test_blocked_conv_with_strides_dilation_and_batch_matches(strides, dilation,
     g = b.build(b.clip(b.mul(y, scale), 0.0, 6.0))
     assert candidate_layouts(lower_groups(g)[0].group, g, host_hardware_params()).layouts[1:] == (
         blocked(LANES),)
-    _assert_matches(ansor.compile_network(g, layouts=[blocked(LANES)], verbose=False), g)
+    assert_network_matches(ansor.compile_network(g, layouts=[blocked(LANES)], verbose=False), g)
