@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ansor.bench import timing  # noqa: E402
-from ansor.bench.report import fmt_ms, fmt_ratio  # noqa: E402
+from ansor.bench.report import fmt_ms, fmt_ratio, write_markdown  # noqa: E402
 from ansor.bench.workloads import SETS, parse_workloads  # noqa: E402
 from cost_model.pretrained import pretrained_path  # noqa: E402
 
@@ -123,9 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{ms(s['pretrained@short'])} | {ms(s['guess@0'])} | {ms(s['numpy'])} | "
                      f"{ratio(u, s['pretrained@short'])} | {ratio(u, s['guess@0'])} | "
                      f"{ratio(u, s['untrained@short'])} |")
-    md = "\n".join(lines) + "\n"
-    (out / "pretrained_eval.md").write_text(md)
-    print(md)
+    write_markdown(out / "pretrained_eval.md", lines)
     return 0
 
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ansor.bench import timing  # noqa: E402
-from ansor.bench.report import fmt_ms, fmt_ratio  # noqa: E402
+from ansor.bench.report import fmt_ms, fmt_ratio, write_markdown  # noqa: E402
 from ansor.bench.workloads import SETS, parse_workloads  # noqa: E402
 from sketch.search_params import SearchParams  # noqa: E402
 
@@ -136,9 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {r['label']} | {r['seed']} | {ms(s['default'])} | {ms(s['variant'])} | "
                      f"{ratio(s['variant'], s['default'])} | {ms(s['numpy'])} | "
                      f"{ratio(s['numpy'], s['default'])} | {ratio(s['numpy'], s['variant'])} |")
-    md = "\n".join(lines) + "\n"
-    (out / "ablation.md").write_text(md)
-    print(md)
+    write_markdown(out / "ablation.md", lines)
     return 0
 
 

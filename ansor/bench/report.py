@@ -18,6 +18,14 @@ def fmt_ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}" if a and b else "-"
 
 
+def write_markdown(path, lines) -> str:
+    """Join ``lines`` into a Markdown document, write it to ``path`` and print it; returns it."""
+    md = "\n".join(lines) + "\n"
+    path.write_text(md)
+    print(md)
+    return md
+
+
 def _fmt_figure(entry: dict, unit: str) -> str:
     if "seconds" not in entry:
         return "-"
