@@ -17,24 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ansor.bench.suite import main  # noqa: E402
-
-
-def run(argv: list[str]) -> int:
-    """The suite on the odd set; TVM and torch.compile are left out unless asked for."""
-    args = ["--set", "odd"]
-    if "--out" not in argv:
-        args += ["--out", str(ROOT / "benchmarks" / "results" / "odd_shapes")]
-    if "--with-tvm" in argv:
-        argv = [a for a in argv if a != "--with-tvm"]
-    else:
-        args.append("--no-tvm")
-    if "--with-compile" in argv:
-        argv = [a for a in argv if a != "--with-compile"]
-    else:
-        args.append("--no-compile")
-    return main(args + argv, prog="benchmarks/odd_shapes.py")
-
+from ansor.bench.suite import set_main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(run(sys.argv[1:]))
+    sys.exit(set_main("odd", ROOT / "benchmarks" / "results" / "odd_shapes", sys.argv[1:],
+                      "benchmarks/odd_shapes.py"))

@@ -93,8 +93,8 @@ def build_parser(prog: str = "ansor bench") -> argparse.ArgumentParser:
                     default=timing.DEFAULT_WARMUP_S,
                     help=f"warm-up seconds before timing (default {timing.DEFAULT_WARMUP_S:g})")
     ap.add_argument("--set", choices=sorted(SETS), default="suite",
-                    help="which rows: the suite (default) or 'odd', odd and prime sizes from "
-                         "real models (issue 18)")
+                    help="which rows: the suite (default), 'odd' (odd and prime sizes from "
+                         "real models) or 'reductions' (reduction-heavy operators of real models)")
     ap.add_argument("--list", action="store_true", help="list the set's workloads")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     return ap
@@ -131,6 +131,22 @@ def main(argv: Sequence[str] | None = None, prog: str = "ansor bench") -> int:
     ok = all(w["systems"].get("ours", {}).get("status") == "ok"
              for w in report["workloads"].values())
     return 0 if ok else 1
+
+
+def set_main(set_name: str, out: Path, argv: Sequence[str], prog: str) -> int:
+    """``main`` on another row set (the benchmark scripts of issues 18 and 19): results under
+    ``out`` unless ``--out`` is given; TVM and torch.compile are left out unless asked for
+    (``--with-tvm``, ``--with-compile``)."""
+    argv = list(argv)
+    args = ["--set", set_name]
+    if "--out" not in argv:
+        args += ["--out", str(out)]
+    for flag, off in (("--with-tvm", "--no-tvm"), ("--with-compile", "--no-compile")):
+        if flag in argv:
+            argv.remove(flag)
+        else:
+            args.append(off)
+    return main(args + argv, prog=prog)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,30 @@ ODD_SHAPES: tuple[BenchWorkload, ...] = (
     BenchWorkload("conv2d_7x7_512", "conv2d_nhwc", (1, 7, 7, 512, 512, 3, 3, 1, 1),
                   "conv2d 7x7x512->512 3x3 (ResNet last stage)"),
 )
-SETS: dict[str, tuple[BenchWorkload, ...]] = {"suite": SUITE, "odd": ODD_SHAPES}
+# Reduction-heavy operators of real models that are not suite rows (issue 19): ``ansor bench
+# --set reductions``. Each label names the layer it is taken from.
+REDUCTIONS: tuple[BenchWorkload, ...] = (
+    BenchWorkload("conv1d_whisper", "conv1d", (1, 3000, 80, 384, 3, 1, 1),
+                  "conv1d 3000x80->384 k3 (Whisper-tiny encoder conv1)"),
+    BenchWorkload("conv3d_r3d", "conv3d_ndhwc", (1, 2, 7, 7, 512, 512, 3, 3, 3, 1, 1),
+                  "conv3d 2x7x7x512->512 3x3x3 (R3D-18 layer 4)"),
+    BenchWorkload("group_conv_resnext", "group_conv2d_nhwc", (1, 28, 28, 256, 256, 3, 3, 1, 1, 1, 32),
+                  "grouped conv2d 28x28x256 3x3, 32 groups (ResNeXt-50 32x4d stage 2)"),
+    BenchWorkload("deconv_dcgan", "conv2d_transpose_nhwc", (1, 8, 8, 256, 128, 4, 4, 2, 1),
+                  "transposed conv2d 8x8x256->16x16x128 4x4 s2 (DCGAN generator)"),
+    BenchWorkload("dilated_enet", "dilated_conv2d_nhwc", (1, 64, 128, 32, 32, 3, 3, 1, 2, 2),
+                  "dilated conv2d 64x128x32 3x3 d2 (ENet stage 2, 512x1024 input)"),
+    BenchWorkload("conv2d_nchw_alexnet", "conv2d_nchw", (1, 27, 27, 64, 192, 5, 5, 1, 2),
+                  "conv2d NCHW 64x27x27->192 5x5 (AlexNet conv2)"),
+    BenchWorkload("dense_gelu_bert", "dense_bias_gelu", (128, 3072, 768),
+                  "dense 128x768->3072 + bias + GELU (BERT-base FFN)"),
+    BenchWorkload("attention_softmax_bert", "batch_matmul_softmax", (12, 128, 128, 64),
+                  "batch matmul 12x128x64 @ 64x128 + softmax (BERT-base attention)"),
+    BenchWorkload("global_avgpool_resnet50", "avg_pool2d", (1, 7, 7, 2048, 7, 7, 1, 0),
+                  "global average pool 7x7x2048 (ResNet-50 head)", memory_bound=True),
+)
+SETS: dict[str, tuple[BenchWorkload, ...]] = {"suite": SUITE, "odd": ODD_SHAPES,
+                                              "reductions": REDUCTIONS}
 
 PEERS = ("numpy", "torch", "torch_compile", "tvm")
 SYSTEMS = ("ours",) + PEERS
