@@ -40,7 +40,7 @@ from .feature_schema import (ANNOT_BASE, BUF_BASE, CACHE_LINE, CURVE_POINTS, FEA
                              FEATURE_NAMES, FEATURE_VERSION, NB, NUM_BUFFERS, NUM_FEATURES,
                              OP_FEATURES, POS, TAIL_BASE)
 from .loop_nests import Nest, statement_nests
-from .row_cache import cached_row
+from . import row_cache
 from .stage_analysis import StageInfo, stage_infos
 
 __all__ = ["FEATURE_DOCS", "FEATURE_NAMES", "FEATURE_VERSION", "NUM_FEATURES", "dump_features",
@@ -85,24 +85,35 @@ def _curve_grid(L: int) -> tuple[np.ndarray, np.ndarray]:
     return got
 
 
-def _statement_row(state: State, k: int, info: StageInfo, nest: Nest, nests: dict[int, Nest],
-                   buffer_of: dict[int, tuple[tuple[int, ...], int, bool]]) -> np.ndarray:
-    s = state.stages[k]
-    row = np.zeros(NUM_FEATURES)
+class _Item:
+    """One statement to featurise: the state, the stage, and what its row reads."""
+
+    __slots__ = ("state", "k", "info", "nest", "nests", "buffer_of", "params")
+
+    def __init__(self, state: State, k: int, info: StageInfo, nest: Nest, nests: dict[int, Nest],
+                 buffer_of: dict[int, tuple[tuple[int, ...], int, bool]], params: set[int]) -> None:
+        self.state, self.k, self.info, self.nest = state, k, info, nest
+        self.nests, self.buffer_of, self.params = nests, buffer_of, params
+
+
+def _scalar_features(row: np.ndarray, it: _Item) -> float:
+    """The per-statement entries that are a few Python operations each (annotations, allocation,
+    nest summary), written into ``row``; returns the statement's iteration count."""
+    s = it.state.stages[it.k]
+    nest, info = it.nest, it.info
     ext = nest.ext
     L = len(ext)
     # Extents are whole numbers whose products stay far below 2**53, so math.prod of the list is
     # exactly np.prod of the array (and a fraction of its cost on these short arrays).
     extl = ext.tolist()
     iters = float(math.prod(extl)) if L else 1.0
-    row[: len(OP_FEATURES)] = info.ops * iters
 
     # -- vectorize / unroll / parallel --
     unrolled = [i for i, a in enumerate(nest.ann) if a == "unroll"]
     if s.auto_unroll_max_step > 0:  # lowering unrolls the innermost serial loops that fit
         prod = 1.0
         for i in range(L - 1, nest.n_enc - 1, -1):
-            prod *= ext[i]
+            prod *= extl[i]
             if prod > s.auto_unroll_max_step:
                 break
             if nest.ann[i] == "none" and i not in unrolled:
@@ -114,87 +125,13 @@ def _statement_row(state: State, k: int, info: StageInfo, nest: Nest, nests: dic
         if idx:
             row[b] = len(idx)
             row[b + 1] = float(math.prod(extl[i] for i in idx))
-            row[b + 2] = ext[idx[-1]]
+            row[b + 2] = extl[idx[-1]]
         row[b + 3 + POS[_position(idx, nest.red)]] = 1.0
 
-    # -- buffers: every access at once, dims right-aligned and padded with size-1 dims --
-    acc = info.accesses(k)
-    nb, D = acc.a.shape[0], acc.a.shape[1]
-    shape = np.ones((nb, D))
-    eb = np.empty(nb)
-    cut = np.zeros(nb, dtype=np.int64)
-    for b, p in enumerate(acc.producers):
-        shp, e, local = buffer_of[p]
-        if shp:
-            shape[b, D - len(shp):] = shp
-        eb[b] = e
-        if local:
-            # A temporary computed inside this nest is refilled each iteration of the loops
-            # outside its attach point: those loops neither move its (local) index nor reuse it.
-            cut[b] = min(nests[p].n_enc, L)
-    live = (np.arange(L)[None, :] >= cut[:, None]).astype(float)  # (nb, L)
-    coef = (acc.a @ nest.coef) * live[:, None, :]  # (nb, D, L)
-    span = (acc.abs_a @ nest.span) * live[:, None, :]
-    # extent of each index touched inside loop level l (loops l..L-1), for l = 0..L
-    cum = np.zeros((nb, D, L + 1))
-    cum[:, :, :L] = np.cumsum(span[:, :, ::-1], axis=2)[:, :, ::-1]
-    box = np.minimum(shape[:, :, None], 1.0 + cum)
-    uniq = np.prod(box, axis=1)  # (nb, L+1) elements
-    last = box[:, -1, :]
-    lines_lv = uniq / last * np.ceil(last * eb[:, None] / CACHE_LINE)
-    strides = np.ones((nb, D))
-    strides[:, :-1] = np.cumprod(shape[:, :0:-1], axis=1)[:, ::-1]
-    lstride = np.einsum("bd,bdl->bl", strides, coef)  # (nb, L) elements per step of each loop
-    uniq_bytes = uniq * eb[:, None]
-    total_uniq = uniq_bytes.sum(axis=0)  # bytes the statement touches inside each level
-
-    v = np.zeros((nb, NB))
-    rw = acc.is_write & info.is_reduce
-    v[np.arange(nb), np.where(rw, 2, np.where(acc.is_write, 1, 0))] = 1.0
-    nacc = acc.count * np.where(rw, 2, 1)
-    v[:, 3] = iters * eb * nacc
-    v[:, 4] = uniq_bytes[:, 0]
-    if L:
-        inner = ext[-1]
-        v[:, 5] = (iters / inner) * np.maximum(1.0, np.ceil(inner * np.abs(lstride[:, -1]) * eb / CACHE_LINE)) * nacc
-    else:
-        v[:, 5] = iters * nacc
-    v[:, 6] = lines_lv[:, 0]
-    moving = np.any(coef != 0.0, axis=1)  # (nb, L)
-    carried = ~moving & (ext > 1)[None, :] & (live > 0)
-    has = carried.any(axis=1)
-    reuse_at = (L - 1) - np.argmax(carried[:, ::-1], axis=1) if L else np.zeros(nb, dtype=np.int64)
-    inner_prod = np.ones(L + 1)
-    if L:
-        inner_prod[:L] = np.cumprod(ext[::-1])[::-1]  # iterations inside each level
-    for b in range(nb):
-        if has[b]:
-            r = reuse_at[b]
-            v[b, 7] = 1.0
-            v[b, 10] = inner_prod[r + 1]
-            v[b, 11] = total_uniq[r + 1]
-            v[b, 12] = ext[r]
-        elif rw[b]:
-            v[b, 8] = 1.0
-            v[b, 10], v[b, 11], v[b, 12] = 1.0, eb[b], 2.0
-        else:
-            v[b, 9] = 1.0
-        nz = np.flatnonzero(lstride[b])
-        v[b, 17] = abs(lstride[b, nz[-1]]) if len(nz) else 0.0
-    ct = np.maximum(v[:, 12], 1.0)
-    v[:, 13:17] = v[:, 3:7] / ct[:, None]
-    order = np.lexsort((-v[:, 4], -v[:, 3]))[:NUM_BUFFERS]
-    row[BUF_BASE: BUF_BASE + len(order) * NB] = v[order].ravel()
-
-    # -- arithmetic intensity curve, allocation, nest summary --
-    t = TAIL_BASE
-    if L:
-        ai = info.flops * inner_prod[:L] / np.maximum(total_uniq[:L], 1.0)
-        xs, positions = _curve_grid(L)
-        row[t: t + CURVE_POINTS] = np.interp(xs, positions, ai)
-    t += CURVE_POINTS
-    written_shape, written_eb, written_local = buffer_of[k]
-    if written_local or k not in _param_stage_ids(state):
+    # -- allocation, nest summary (after the curve) --
+    t = TAIL_BASE + CURVE_POINTS
+    written_shape, written_eb, written_local = it.buffer_of[it.k]
+    if written_local or it.k not in it.params:
         size = math.prod(written_shape) * written_eb
         outer = float(math.prod(extl[: nest.n_enc])) if nest.n_enc else 1.0
         row[t], row[t + 1], row[t + 2] = size, size * outer, outer
@@ -205,18 +142,117 @@ def _statement_row(state: State, k: int, info: StageInfo, nest: Nest, nests: dic
     row[t + 7] = 1.0 if info.is_reduce else 0.0
     row[t + 8] = iters / max(nest.useful, 1.0)
     row[t + 9] = nest.tested
-    return row
+    return iters
 
 
-def _row_key(state: State, k: int, info: StageInfo, nest: Nest, nests: dict[int, Nest],
-             buffer_of: dict[int, tuple[tuple[int, ...], int, bool]], params: set[int]) -> tuple:
-    """Everything ``_statement_row(state, k, info, nest, nests, buffer_of)`` reads, as a hashable
-    key for the row cache (module ``row_cache``): the same key means the same row. Keep the two
-    in step: a value the row starts to read must join the key."""
-    producers = info.accesses(k).producers
-    return (k, id(info), nest.n_enc, nest.useful, nest.tested, tuple(nest.ann), tuple(nest.red),
+def _statement_rows(items: Sequence[_Item]) -> np.ndarray:
+    """The rows of statements of one stage (same ``k``, same static analysis, same loop count),
+    computed together: the buffer and curve entries are numpy expressions over a leading batch
+    axis, each the same arithmetic, in the same order, as for a single row, so a row does not
+    depend on the batch it was computed in."""
+    B = len(items)
+    info, k = items[0].info, items[0].k
+    L = len(items[0].nest.ext)
+    rows = np.zeros((B, NUM_FEATURES))
+    iters = np.array([_scalar_features(rows[i], it) for i, it in enumerate(items)])
+    rows[:, : len(OP_FEATURES)] = info.ops[None, :] * iters[:, None]
+
+    # -- buffers: every access at once, dims right-aligned and padded with size-1 dims --
+    acc = info.accesses(k)
+    nb, D = acc.a.shape[0], acc.a.shape[1]
+    shape = np.ones((B, nb, D))
+    eb = np.empty((B, nb))
+    cut = np.zeros((B, nb), dtype=np.int64)
+    for i, it in enumerate(items):
+        for b, p in enumerate(acc.producers):
+            shp, e, local = it.buffer_of[p]
+            if shp:
+                shape[i, b, D - len(shp):] = shp
+            eb[i, b] = e
+            if local:
+                # A temporary computed inside this nest is refilled each iteration of the loops
+                # outside its attach point: those loops neither move its (local) index nor reuse it.
+                cut[i, b] = min(it.nests[p].n_enc, L)
+    R = items[0].nest.coef.shape[0]
+    ext = np.array([it.nest.ext for it in items], dtype=float).reshape(B, L)
+    ncoef = np.array([it.nest.coef for it in items]).reshape(B, 1, R, L)
+    nspan = np.array([it.nest.span for it in items]).reshape(B, 1, R, L)
+    live = (np.arange(L)[None, None, :] >= cut[:, :, None]).astype(float)  # (B, nb, L)
+    coef = (acc.a[None] @ ncoef) * live[:, :, None, :]  # (B, nb, D, L)
+    span = (acc.abs_a[None] @ nspan) * live[:, :, None, :]
+    # extent of each index touched inside loop level l (loops l..L-1), for l = 0..L
+    cum = np.zeros((B, nb, D, L + 1))
+    cum[..., :L] = np.cumsum(span[..., ::-1], axis=3)[..., ::-1]
+    box = np.minimum(shape[..., None], 1.0 + cum)
+    uniq = np.prod(box, axis=2)  # (B, nb, L+1) elements
+    last = box[:, :, -1, :]
+    lines_lv = uniq / last * np.ceil(last * eb[:, :, None] / CACHE_LINE)
+    strides = np.ones((B, nb, D))
+    strides[..., :-1] = np.cumprod(shape[..., :0:-1], axis=2)[..., ::-1]
+    lstride = np.einsum("xbd,xbdl->xbl", strides, coef)  # (B, nb, L) elements per step of each loop
+    uniq_bytes = uniq * eb[:, :, None]
+    total_uniq = uniq_bytes.sum(axis=1)  # (B, L+1) bytes the statement touches inside each level
+
+    v = np.zeros((B, nb, NB))
+    rw = acc.is_write & info.is_reduce
+    v[:, np.arange(nb), np.where(rw, 2, np.where(acc.is_write, 1, 0))] = 1.0
+    nacc = acc.count * np.where(rw, 2, 1)
+    v[:, :, 3] = iters[:, None] * eb * nacc
+    v[:, :, 4] = uniq_bytes[:, :, 0]
+    if L:
+        inner = ext[:, -1:]
+        v[:, :, 5] = (iters[:, None] / inner) * np.maximum(
+            1.0, np.ceil(inner * np.abs(lstride[:, :, -1]) * eb / CACHE_LINE)) * nacc
+    else:
+        v[:, :, 5] = iters[:, None] * nacc
+    v[:, :, 6] = lines_lv[:, :, 0]
+    moving = np.any(coef != 0.0, axis=2)  # (B, nb, L)
+    carried = ~moving & (ext > 1)[:, None, :] & (live > 0)
+    has = carried.any(axis=2)
+    inner_prod = np.ones((B, L + 1))
+    if L:
+        inner_prod[:, :L] = np.cumprod(ext[:, ::-1], axis=1)[:, ::-1]  # iterations inside each level
+        reuse_at = (L - 1) - np.argmax(carried[:, :, ::-1], axis=2)
+        xi, bi = np.nonzero(has)
+        r = reuse_at[xi, bi]
+        v[xi, bi, 7] = 1.0
+        v[xi, bi, 10] = inner_prod[xi, r + 1]
+        v[xi, bi, 11] = total_uniq[xi, r + 1]
+        v[xi, bi, 12] = ext[xi, r]
+        nz = lstride != 0.0
+        last_nz = (L - 1) - np.argmax(nz[:, :, ::-1], axis=2)
+        picked = np.take_along_axis(lstride, last_nz[:, :, None], axis=2)[:, :, 0]
+        v[:, :, 17] = np.where(nz.any(axis=2), np.abs(picked), 0.0)
+    lone_rw = ~has & rw[None, :]
+    v[lone_rw, 8] = 1.0
+    v[lone_rw, 10] = 1.0
+    v[lone_rw, 11] = eb[lone_rw]
+    v[lone_rw, 12] = 2.0
+    v[~has & ~rw[None, :], 9] = 1.0
+    ct = np.maximum(v[:, :, 12], 1.0)
+    v[:, :, 13:17] = v[:, :, 3:7] / ct[:, :, None]
+    order = np.lexsort((-v[:, :, 4], -v[:, :, 3]), axis=-1)[:, :NUM_BUFFERS]
+    top = np.take_along_axis(v, order[:, :, None], axis=1)
+    rows[:, BUF_BASE: BUF_BASE + order.shape[1] * NB] = top.reshape(B, -1)
+
+    # -- arithmetic intensity curve --
+    if L:
+        ai = info.flops * inner_prod[:, :L] / np.maximum(total_uniq[:, :L], 1.0)
+        xs, positions = _curve_grid(L)
+        for i in range(B):
+            rows[i, TAIL_BASE: TAIL_BASE + CURVE_POINTS] = np.interp(xs, positions, ai[i])
+    return rows
+
+
+def _row_key(it: _Item) -> tuple:
+    """Everything ``_statement_rows`` reads of one statement, as a hashable key for the row cache
+    (module ``row_cache``): the same key means the same row. Keep the two in step: a value the
+    row starts to read must join the key."""
+    k, nest, nests, buffer_of = it.k, it.nest, it.nests, it.buffer_of
+    producers = it.info.accesses(k).producers
+    return (k, id(it.info), nest.n_enc, nest.useful, nest.tested, tuple(nest.ann), tuple(nest.red),
             nest.ext.dtype.str, nest.ext.tobytes(), nest.coef.shape, nest.coef.tobytes(),
-            nest.span.tobytes(), state.stages[k].auto_unroll_max_step, k in params,
+            nest.span.tobytes(), it.state.stages[k].auto_unroll_max_step, k in it.params,
             tuple(buffer_of[p] for p in producers), buffer_of[k],
             tuple(nests[p].n_enc if buffer_of[p][2] else -1 for p in producers))
 
@@ -250,20 +286,70 @@ def _buffers(state: State, nests: dict[int, Nest],
     return buffer_of
 
 
+def _feature_matrices(states: Sequence[State], use_cache: bool = True) -> list[np.ndarray | Exception]:
+    """The feature matrix of each state (or the error that kept it from having one). The rows
+    not found in the row cache are computed in batches, one per stage kind and loop count across
+    all the states; ``use_cache=False`` computes every row (tests of the row cache compare the
+    two)."""
+    out: list[np.ndarray | Exception] = [np.zeros(0)] * len(states)
+    slots: list[list] = [[] for _ in states]
+    batches: dict[tuple, list[tuple[_Item, tuple]]] = {}
+    waiting: dict[tuple, list[tuple[int, int]]] = {}  # row key -> (state, row) slots to fill
+    for i, state in enumerate(states):
+        try:
+            infos = stage_infos(state)
+            nests = statement_nests(state, infos)
+            params = _param_stage_ids(state)
+            buffer_of = _buffers(state, nests, params)
+            items = [_Item(state, k, infos[k], nests[k], nests, buffer_of, params) for k in sorted(nests)]
+            keys = [_row_key(it) if use_cache else (i, j) for j, it in enumerate(items)]
+        except _FEATURE_ERRORS as e:
+            out[i] = e
+            continue
+        row_slots: list = [None] * len(items)
+        for j, (item, key) in enumerate(zip(items, keys)):
+            hit = row_cache.lookup(state.dag, key, item.info) if use_cache else None
+            if hit is not None:
+                row_slots[j] = hit
+                continue
+            if key not in waiting:
+                waiting[key] = []
+                batches.setdefault((id(item.info), item.k, len(item.nest.ext)), []).append((item, key))
+            waiting[key].append((i, j))
+        slots[i] = row_slots
+    for group in batches.values():
+        try:
+            mats = list(_statement_rows([item for item, _ in group]))
+        except _FEATURE_ERRORS:
+            mats = [None] * len(group)  # one bad statement: compute them one by one
+            for n, (item, _) in enumerate(group):
+                try:
+                    mats[n] = _statement_rows([item])[0]
+                except _FEATURE_ERRORS as e:
+                    for i, _ in waiting[group[n][1]]:
+                        out[i] = e
+        for (item, key), row in zip(group, mats):
+            if row is None:
+                continue
+            if use_cache:
+                row_cache.store(item.state.dag, key, item.info, row)
+            for i, j in waiting[key]:
+                slots[i][j] = row
+    for i, row_slots in enumerate(slots):
+        if not isinstance(out[i], Exception):
+            out[i] = _slog(np.array(row_slots).reshape(len(row_slots), NUM_FEATURES))
+    return out
+
+
+_FEATURE_ERRORS = (ValueError, KeyError, IndexError, ZeroDivisionError)
+
+
 def _state_rows(state: State, use_cache: bool = True) -> np.ndarray:
-    """The feature matrix of ``state``; ``use_cache=False`` computes every row (tests of the
-    row cache compare the two)."""
-    infos = stage_infos(state)
-    nests = statement_nests(state, infos)
-    params = _param_stage_ids(state)
-    buffer_of = _buffers(state, nests, params)
-    if use_cache:
-        rows = [cached_row(state.dag, _row_key(state, k, infos[k], nests[k], nests, buffer_of, params),
-                           infos[k], lambda k=k: _statement_row(state, k, infos[k], nests[k], nests, buffer_of))
-                for k in sorted(nests)]
-    else:
-        rows = [_statement_row(state, k, infos[k], nests[k], nests, buffer_of) for k in sorted(nests)]
-    return _slog(np.array(rows).reshape(len(rows), NUM_FEATURES))
+    """The feature matrix of ``state`` (raises what kept it from having one)."""
+    (m,) = _feature_matrices([state], use_cache)
+    if isinstance(m, Exception):
+        raise m
+    return m
 
 
 def state_features(state: State) -> np.ndarray:
@@ -274,17 +360,16 @@ def state_features(state: State) -> np.ndarray:
 def get_per_store_features(states: Sequence[State]) -> tuple[np.ndarray, np.ndarray]:
     """Features of many states: ``(rows, group)`` with ``rows`` stacked (sum of statements x
     NUM_FEATURES) and ``group[i]`` the number of rows of state ``i`` (0 when its features could
-    not be computed: the model then rejects the state)."""
-    mats: list[np.ndarray] = []
-    group = np.zeros(len(states), dtype=np.int64)
-    for i, s in enumerate(states):
-        try:
-            m = state_features(s)
-        except (ValueError, KeyError, IndexError, ZeroDivisionError) as e:
-            logger.debug("no features for a state: %s", e)
-            m = s.memo(FEATURES, lambda _: np.zeros((0, NUM_FEATURES)))
-        mats.append(m)
-        group[i] = m.shape[0]
+    not be computed: the model then rejects the state). The states not yet featurised are
+    featurised together (``_feature_matrices``) and each keeps its matrix."""
+    todo = list({id(s): s for s in states if s.memoized(FEATURES) is None}.values())
+    for s, m in zip(todo, _feature_matrices(todo)):
+        if isinstance(m, Exception):
+            logger.debug("no features for a state: %s", m)
+            m = np.zeros((0, NUM_FEATURES))
+        s.memo(FEATURES, lambda _, m=m: m)
+    mats = [s.memoized(FEATURES) for s in states]
+    group = np.array([m.shape[0] for m in mats], dtype=np.int64)
     rows = np.concatenate(mats) if mats else np.zeros((0, NUM_FEATURES))
     return rows, group
 

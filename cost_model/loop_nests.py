@@ -35,30 +35,34 @@ class Nest:
         self.tested = tested    # share of the iterations that run guard tests (tail strategies)
 
 
-def _iter_maps(stage: Stage, ext: list[int], n_root: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per persistent iterator: its step (coef) and range (span) in root-iterator units."""
+def _iter_maps(stage: Stage, ext: list[int], n_root: int) -> tuple[list[list[float]], list[list[float]]]:
+    """Per persistent iterator: its step (coef) and range (span) in root-iterator units. Plain
+    lists: a stage has a dozen iterators over a few root axes, too small for numpy to pay."""
     n = len(stage.iters)
-    coef: list[np.ndarray | None] = [None] * n
-    span: list[np.ndarray | None] = [None] * n
+    coef: list[list[float] | None] = [None] * n
+    span: list[list[float] | None] = [None] * n
     for r in range(n_root):
-        v = np.zeros(n_root)
+        v = [0.0] * n_root
         v[r] = 1.0
         coef[r] = v
-        span[r] = v * (ext[r] - 1)
+        s = [0.0] * n_root
+        s[r] = 1.0 * (ext[r] - 1)
+        span[r] = s
     for rel in stage.relations:
         if hasattr(rel, "children"):
             pc = coef[rel.parent]
             ps = span[rel.parent]
             stride = 1.0
             for c in reversed(rel.children):
-                coef[c] = pc * stride
-                span[c] = np.minimum(pc * (stride * (ext[c] - 1)), ps)
+                coef[c] = [x * stride for x in pc]
+                m = stride * (ext[c] - 1)
+                span[c] = [min(x * m, y) for x, y in zip(pc, ps)]
                 stride *= ext[c]
         else:
             coef[rel.child] = coef[rel.parents[-1]]
             acc = span[rel.parents[0]]
             for q in rel.parents[1:]:
-                acc = acc + span[q]
+                acc = [a + b for a, b in zip(acc, span[q])]
             span[rel.child] = acc
     return coef, span  # type: ignore[return-value]
 
@@ -82,6 +86,36 @@ def tested_share(stage: Stage, ext: list[int]) -> float:
         if tail in ("peel", "pad"):  # a pad at root (no local tile to fill) peels
             keep *= 1.0 - 1.0 / outer
     return 1.0 - keep
+
+
+# (split/fuse relations, root extents, leaves) -> _own_loops' value. Stages with the same loop
+# structure recur across a search's states (a mutation changes one or two stages; replays copy
+# the others), and the key is a few small tuples to hash where the value is a few hundred
+# Python operations.
+_OWN_LOOPS: dict[tuple, tuple] = {}
+_OWN_LOOPS_MAX = 1 << 15
+
+
+def _own_loops(s: Stage, root_ext: list[int]) -> tuple:
+    """A stage's own loops given its root extents: every iterator's extent, the leaves' coef and
+    span matrices (root iterators x leaves), the leaves' extents and the tested share. The
+    arrays are shared between the nests that ask for the same key: read only."""
+    key = (s.relations, tuple(root_ext), s.leaves, s.n_root, len(s.iters))
+    got = _OWN_LOOPS.get(key)
+    if got is None:
+        n_root = s.n_root
+        ext = iterator_extents(s, root_ext)
+        ic, isp = _iter_maps(s, ext, n_root)
+        leaves = s.leaves
+        own_coef = np.array([ic[l] for l in leaves]).T.reshape(n_root, len(leaves))
+        own_span = np.array([isp[l] for l in leaves]).T.reshape(n_root, len(leaves))
+        own = np.array([ext[l] for l in leaves], dtype=float)
+        for a in (own_coef, own_span, own):
+            a.setflags(write=False)
+        if len(_OWN_LOOPS) >= _OWN_LOOPS_MAX:
+            _OWN_LOOPS.clear()
+        got = _OWN_LOOPS[key] = (tuple(ext), own_coef, own_span, own, tested_share(s, ext))
+    return got
 
 
 def statement_nests(state: State, infos: dict[int, StageInfo]) -> dict[int, Nest]:
@@ -127,21 +161,17 @@ def statement_nests(state: State, infos: dict[int, StageInfo]) -> dict[int, Nest
             enc_coef = enc_span = np.zeros((n_sp, 0))
             enc_ext, enc_ann, enc_red = np.zeros(0), [], []
         root_ext = region + [ax.extent for ax in op.reduce_axes]
-        ext = iterator_extents(s, root_ext)
-        ic, isp = _iter_maps(s, ext, n_root)
+        ext, own_coef, own_span, own, own_tested = _own_loops(s, root_ext)
         leaves = s.leaves
-        own_coef = np.array([ic[l] for l in leaves]).T.reshape(n_root, len(leaves))
-        own_span = np.array([isp[l] for l in leaves]).T.reshape(n_root, len(leaves))
         full_coef = np.zeros((n_root, n_enc + len(leaves)))
         full_span = np.zeros_like(full_coef)
         full_coef[:n_sp, :n_enc] = enc_coef
         full_span[:n_sp, :n_enc] = enc_span
         full_coef[:, n_enc:] = own_coef
         full_span[:, n_enc:] = own_span
-        own = np.array([ext[l] for l in leaves], dtype=float)
-        useful = float(np.prod(enc_ext)) * math.prod(root_ext)
+        useful = float(math.prod(enc_ext.tolist())) * math.prod(root_ext)
         nests[k] = Nest(np.concatenate([enc_ext, own]), list(enc_ann) + [s.iters[l].annotation for l in leaves],
                          list(enc_red) + [s.iters[l].kind == "reduce" for l in leaves],
                          full_coef, full_span, n_enc, ext, region, useful,
-                         1.0 - (1.0 - enc_tested) * (1.0 - tested_share(s, ext)))
+                         1.0 - (1.0 - enc_tested) * (1.0 - own_tested))
     return nests

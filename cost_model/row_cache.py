@@ -29,22 +29,35 @@ _TABLES: "weakref.WeakKeyDictionary[ComputeDAG, dict[tuple, tuple[Any, np.ndarra
 stats = {"hits": 0, "misses": 0}  # since the process started (tests, benchmarks)
 
 
-def cached_row(dag: ComputeDAG, key: tuple, info: Any, compute: Callable[[], np.ndarray]) -> np.ndarray:
-    """The row stored under ``key`` for ``dag`` (computed with ``info``), else ``compute()``,
-    stored. The returned array is shared: callers copy it (``np.array(rows)`` does) and never
-    write into it."""
+def lookup(dag: ComputeDAG, key: tuple, info: Any) -> np.ndarray | None:
+    """The row stored under ``key`` for ``dag`` if it was computed with ``info``, else None. The
+    array is shared: callers copy it (``np.array(rows)`` does) and never write into it."""
     table = _TABLES.get(dag)
-    if table is None:
-        table = _TABLES[dag] = {}
-    hit = table.get(key)
+    hit = table.get(key) if table is not None else None
     if hit is not None and hit[0] is info:
         stats["hits"] += 1
         return hit[1]
     stats["misses"] += 1
-    row = compute()
+    return None
+
+
+def store(dag: ComputeDAG, key: tuple, info: Any, row: np.ndarray) -> None:
+    """Keep ``row``, computed with ``info``, under ``key`` for ``dag``."""
+    table = _TABLES.get(dag)
+    if table is None:
+        table = _TABLES[dag] = {}
     if len(table) >= MAX_ENTRIES:
         table.clear()
     table[key] = (info, row)
+
+
+def cached_row(dag: ComputeDAG, key: tuple, info: Any, compute: Callable[[], np.ndarray]) -> np.ndarray:
+    """The row stored under ``key`` for ``dag`` (computed with ``info``), else ``compute()``,
+    stored."""
+    row = lookup(dag, key, info)
+    if row is None:
+        row = compute()
+        store(dag, key, info, row)
     return row
 
 

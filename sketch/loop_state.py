@@ -270,7 +270,25 @@ class State:
         return self.memo(_KEY, State._key)
 
     def _key(self) -> str:
-        return json.dumps(steps_to_json(self.steps), separators=(",", ":"))
+        # The JSON of the list is its items' JSON joined; each step's is kept (steps recur
+        # across the states of a search).
+        return "[" + ",".join(map(_step_key, self.steps)) + "]"
+
+
+# id(step) -> (step, its compact JSON). By identity, not equality: a step read from a record may
+# hold 1 where another holds True (equal, and equally hashed, but written differently). The step
+# is kept with its entry, so its id is not reused while the entry lives; a replay passes the step
+# objects it does not change on to the states it builds, so most lookups hit.
+_STEP_KEYS: dict[int, tuple["Step", str]] = {}
+
+
+def _step_key(step: "Step") -> str:
+    got = _STEP_KEYS.get(id(step))
+    if got is None or got[0] is not step:
+        if len(_STEP_KEYS) >= 1 << 17:
+            _STEP_KEYS.clear()
+        got = _STEP_KEYS[id(step)] = (step, json.dumps(step.to_json(), separators=(",", ":")))
+    return got[1]
 
 
 _CONSUMERS: Memo[dict[int, list[int]]] = Memo("consumers")

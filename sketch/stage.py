@@ -103,6 +103,8 @@ class Stage:
 
     def position(self, it: "int | str | Iterator") -> int:
         """Position in the current loop order of an iterator given by position, name or object."""
+        if type(it) is int and 0 <= it < len(self.leaves):  # replay's case, first
+            return it
         if isinstance(it, bool):
             raise InvalidStepError(f"stage {self.name}: bad iterator {it!r}")
         if isinstance(it, int):

@@ -11,6 +11,7 @@ so the records look familiar to its users.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
@@ -28,6 +29,13 @@ if TYPE_CHECKING:
     # For annotations only: State's building API creates steps, so at run time the dependency
     # goes loop_state -> transform_steps; a step reaches the state it gets through its methods.
     from .loop_state import State
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _split_iters(name: str, kind: str, exts: tuple[int, ...]) -> tuple[Iterator, ...]:
+    """The loops a split makes of loop ``name``: immutable, so one tuple serves every state whose
+    split makes the same parts (a search round replays the same splits thousands of times)."""
+    return tuple(Iterator(f"{name}.{k}", e, kind) for k, e in enumerate(exts))
 
 
 def _do_split(state: State, step: Step, sid: int, pos: int, lengths: tuple[int, ...],
@@ -59,7 +67,7 @@ def _do_split(state: State, step: Step, sid: int, pos: int, lengths: tuple[int, 
     exts = split_extents(it.extent, lengths, inner_to_outer)
     base = len(st.iters)
     children = tuple(range(base, base + len(exts)))
-    new_iters = st.iters + tuple(Iterator(f"{it.name}.{k}", e, it.kind) for k, e in enumerate(exts))
+    new_iters = st.iters + _split_iters(it.name, it.kind, tuple(exts))
     leaves = st.leaves[:pos] + children + st.leaves[pos + 1:]
     rel = SplitRel(leaf_id, children, tuple(lengths), inner_to_outer, tail)
     stages = list(state.stages)

@@ -1,5 +1,6 @@
-"""The feature row cache (cost_model.row_cache): rows served from it equal rows computed afresh,
-a changed statement misses, the stored static analysis is checked, and the table is bounded."""
+"""The feature row cache (cost_model.row_cache) and batched rows: rows served from the cache or
+computed in a batch of many states equal rows computed afresh one state at a time, a changed
+statement misses, the stored static analysis is checked, and the table is bounded."""
 from __future__ import annotations
 
 import random
@@ -9,7 +10,8 @@ import pytest
 
 import ansor
 from cost_model import row_cache
-from cost_model.feature import _buffers, _param_stage_ids, _row_key, _state_rows
+from cost_model.feature import (FEATURES, _buffers, _Item, _param_stage_ids, _row_key, _state_rows,
+                                get_per_store_features)
 from cost_model.loop_nests import statement_nests
 from cost_model.stage_analysis import stage_infos
 from measure.target import host_hardware_params
@@ -62,7 +64,7 @@ def _keys(state):
     nests = statement_nests(state, infos)
     params = _param_stage_ids(state)
     buffer_of = _buffers(state, nests, params)
-    return {k: _row_key(state, k, infos[k], nests[k], nests, buffer_of, params) for k in nests}
+    return {k: _row_key(_Item(state, k, infos[k], nests[k], nests, buffer_of, params)) for k in nests}
 
 
 def test_a_changed_statement_misses():
@@ -111,3 +113,19 @@ def test_hit_needs_the_same_static_analysis_and_table_is_bounded(monkeypatch):
         assert row_cache.cache_size(dag) <= 4
     row_cache.clear_cache()
     assert row_cache.cache_size(dag) == 0
+
+
+@pytest.mark.parametrize("func,args", [("matmul", (64, 48, 32)), ("matmul", (31, 17, 97)),
+                                       ("conv2d_bias_relu", (1, 14, 14, 16, 16, 3, 3, 1, 1)),
+                                       ("softmax", (33, 70))])
+def test_rows_batched_over_many_states_equal_rows_of_one_state(func, args):
+    """A generation is featurised at once, its statements batched per stage across the states;
+    every state's matrix equals the one computed for it alone, bit for bit."""
+    states = _population(func, args, n=16, children=32)
+    alone = [_state_rows(s, use_cache=False) for s in states]
+    row_cache.clear_cache()
+    fresh = [type(s)(s.dag, s.stages, s.steps) for s in states]  # no memoised features
+    assert all(s.memoized(FEATURES) is None for s in fresh)
+    rows, group = get_per_store_features(fresh + fresh[:3])  # repeats are served once
+    assert list(group) == [len(m) for m in alone] + [len(m) for m in alone[:3]]
+    np.testing.assert_array_equal(rows, np.concatenate(alone + alone[:3]))
