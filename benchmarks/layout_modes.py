@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
     opts = {"image_size": ns.image_size} if ns.image_size else {}
-    tag = ns.model.replace("/", "_").replace(".onnx", "")
+    tag = Path(ns.model).stem if ns.model.endswith(".onnx") else ns.model.replace("/", "_")
     logs, tuning = {}, {}
     for m in ns.modes:
         label, flags, _, _ = MODES[m]

@@ -342,7 +342,7 @@ class AnnotationStep(Step):
                 if other is not it and other.annotation == "parallel":
                     raise InvalidStepError(f"cannot parallelize {it.name} of stage {st.name}: loop "
                                            f"{other.name} is already parallel (nested parallel loops)")
-        new_it = replace(it, annotation=self.annotation)
+        new_it = Iterator(it.name, it.extent, it.kind, self.annotation)
         iters = st.iters[:leaf_id] + (new_it,) + st.iters[leaf_id + 1:]
         return state.with_stage(self.stage_id, replace_stage(st, iters=iters), self)
 
