@@ -14,9 +14,10 @@ From them come strides, the region touched inside every loop level (bounding box
 buffer's shape), cache lines, reuse, and the arithmetic-intensity curve. The access indices and op
 counts of a stage's computation (with inlined producers substituted) depend only on which stages
 are inlined, so they are computed once per (DAG, inline pattern) and cached. A statement's row
-is a pure function of its loop nest, that analysis and the buffers it reads; most of a search
-generation's statements are their parent's unchanged, so rows are kept under those inputs
-(``_row_key``, module ``row_cache``) and a recurring statement costs a key, not a row.
+is a pure function of its loop nest, that analysis and the buffers it reads. The search scores a
+whole generation at once, so its statements are computed together: grouped by stage and loop
+count across the states, each group's rows are numpy expressions over a leading batch axis
+(``_statement_rows``), a row the same arithmetic whatever batch it is in.
 
 The schema follows Ansor's program features (computation counts; vectorize / unroll / parallel
 lengths and positions; per-buffer access for the top five buffers; arithmetic intensity; allocation;
@@ -40,7 +41,6 @@ from .feature_schema import (ANNOT_BASE, BUF_BASE, CACHE_LINE, CURVE_POINTS, FEA
                              FEATURE_NAMES, FEATURE_VERSION, NB, NUM_BUFFERS, NUM_FEATURES,
                              OP_FEATURES, POS, TAIL_BASE)
 from .loop_nests import Nest, statement_nests
-from . import row_cache
 from .stage_analysis import StageInfo, stage_infos
 
 __all__ = ["FEATURE_DOCS", "FEATURE_NAMES", "FEATURE_VERSION", "NUM_FEATURES", "dump_features",
@@ -244,19 +244,6 @@ def _statement_rows(items: Sequence[_Item]) -> np.ndarray:
     return rows
 
 
-def _row_key(it: _Item) -> tuple:
-    """Everything ``_statement_rows`` reads of one statement, as a hashable key for the row cache
-    (module ``row_cache``): the same key means the same row. Keep the two in step: a value the
-    row starts to read must join the key."""
-    k, nest, nests, buffer_of = it.k, it.nest, it.nests, it.buffer_of
-    producers = it.info.accesses(k).producers
-    return (k, id(it.info), nest.n_enc, nest.useful, nest.tested, tuple(nest.ann), tuple(nest.red),
-            nest.ext.dtype.str, nest.ext.tobytes(), nest.coef.shape, nest.coef.tobytes(),
-            nest.span.tobytes(), it.state.stages[k].auto_unroll_max_step, k in it.params,
-            tuple(buffer_of[p] for p in producers), buffer_of[k],
-            tuple(nests[p].n_enc if buffer_of[p][2] else -1 for p in producers))
-
-
 _PARAMS: Memo[set[int]] = Memo("features.params")  # stages that write kernel arguments
 FEATURES: Memo[np.ndarray] = Memo("features")  # state_features
 
@@ -286,67 +273,52 @@ def _buffers(state: State, nests: dict[int, Nest],
     return buffer_of
 
 
-def _feature_matrices(states: Sequence[State], use_cache: bool = True) -> list[np.ndarray | Exception]:
-    """The feature matrix of each state (or the error that kept it from having one). The rows
-    not found in the row cache are computed in batches, one per stage kind and loop count across
-    all the states; ``use_cache=False`` computes every row (tests of the row cache compare the
-    two)."""
+def _feature_matrices(states: Sequence[State]) -> list[np.ndarray | Exception]:
+    """The feature matrix of each state (or the error that kept it from having one), its rows
+    computed in batches, one per (stage analysis, stage, loop count) across all the states."""
     out: list[np.ndarray | Exception] = [np.zeros(0)] * len(states)
     slots: list[list] = [[] for _ in states]
-    batches: dict[tuple, list[tuple[_Item, tuple]]] = {}
-    waiting: dict[tuple, list[tuple[int, int]]] = {}  # row key -> (state, row) slots to fill
+    batches: dict[tuple, list[tuple[_Item, int, int]]] = {}  # -> (statement, state, row)
     for i, state in enumerate(states):
         try:
             infos = stage_infos(state)
             nests = statement_nests(state, infos)
             params = _param_stage_ids(state)
             buffer_of = _buffers(state, nests, params)
-            items = [_Item(state, k, infos[k], nests[k], nests, buffer_of, params) for k in sorted(nests)]
-            keys = [_row_key(it) if use_cache else (i, j) for j, it in enumerate(items)]
         except _FEATURE_ERRORS as e:
             out[i] = e
             continue
-        row_slots: list = [None] * len(items)
-        for j, (item, key) in enumerate(zip(items, keys)):
-            hit = row_cache.lookup(state.dag, key, item.info) if use_cache else None
-            if hit is not None:
-                row_slots[j] = hit
-                continue
-            if key not in waiting:
-                waiting[key] = []
-                batches.setdefault((id(item.info), item.k, len(item.nest.ext)), []).append((item, key))
-            waiting[key].append((i, j))
-        slots[i] = row_slots
+        keys = sorted(nests)
+        slots[i] = [None] * len(keys)
+        for j, k in enumerate(keys):
+            info, nest = infos[k], nests[k]
+            batches.setdefault((id(info), k, len(nest.ext)), []).append(
+                (_Item(state, k, info, nest, nests, buffer_of, params), i, j))
     for group in batches.values():
         try:
-            mats = list(_statement_rows([item for item, _ in group]))
+            mats = list(_statement_rows([item for item, _, _ in group]))
         except _FEATURE_ERRORS:
-            mats = [None] * len(group)  # one bad statement: compute them one by one
-            for n, (item, _) in enumerate(group):
+            mats = []  # one bad statement: compute them one by one
+            for item, i, _ in group:
                 try:
-                    mats[n] = _statement_rows([item])[0]
+                    mats.append(_statement_rows([item])[0])
                 except _FEATURE_ERRORS as e:
-                    for i, _ in waiting[group[n][1]]:
-                        out[i] = e
-        for (item, key), row in zip(group, mats):
-            if row is None:
-                continue
-            if use_cache:
-                row_cache.store(item.state.dag, key, item.info, row)
-            for i, j in waiting[key]:
-                slots[i][j] = row
-    for i, row_slots in enumerate(slots):
+                    mats.append(None)
+                    out[i] = e
+        for (_, i, j), row in zip(group, mats):
+            slots[i][j] = row
+    for i, rows in enumerate(slots):
         if not isinstance(out[i], Exception):
-            out[i] = _slog(np.array(row_slots).reshape(len(row_slots), NUM_FEATURES))
+            out[i] = _slog(np.array(rows).reshape(len(rows), NUM_FEATURES))
     return out
 
 
 _FEATURE_ERRORS = (ValueError, KeyError, IndexError, ZeroDivisionError)
 
 
-def _state_rows(state: State, use_cache: bool = True) -> np.ndarray:
+def _state_rows(state: State) -> np.ndarray:
     """The feature matrix of ``state`` (raises what kept it from having one)."""
-    (m,) = _feature_matrices([state], use_cache)
+    (m,) = _feature_matrices([state])
     if isinstance(m, Exception):
         raise m
     return m

@@ -163,15 +163,20 @@ def statement_nests(state: State, infos: dict[int, StageInfo]) -> dict[int, Nest
         root_ext = region + [ax.extent for ax in op.reduce_axes]
         ext, own_coef, own_span, own, own_tested = _own_loops(s, root_ext)
         leaves = s.leaves
-        full_coef = np.zeros((n_root, n_enc + len(leaves)))
-        full_span = np.zeros_like(full_coef)
-        full_coef[:n_sp, :n_enc] = enc_coef
-        full_span[:n_sp, :n_enc] = enc_span
-        full_coef[:, n_enc:] = own_coef
-        full_span[:, n_enc:] = own_span
+        if n_enc:
+            full_coef = np.zeros((n_root, n_enc + len(leaves)))
+            full_span = np.zeros_like(full_coef)
+            full_coef[:n_sp, :n_enc] = enc_coef
+            full_span[:n_sp, :n_enc] = enc_span
+            full_coef[:, n_enc:] = own_coef
+            full_span[:, n_enc:] = own_span
+            loop_ext = np.concatenate([enc_ext, own])
+        else:  # at root: the stage's own loops are the whole nest (shared, read-only arrays)
+            full_coef, full_span, loop_ext = own_coef, own_span, own
         useful = float(math.prod(enc_ext.tolist())) * math.prod(root_ext)
-        nests[k] = Nest(np.concatenate([enc_ext, own]), list(enc_ann) + [s.iters[l].annotation for l in leaves],
-                         list(enc_red) + [s.iters[l].kind == "reduce" for l in leaves],
-                         full_coef, full_span, n_enc, ext, region, useful,
-                         1.0 - (1.0 - enc_tested) * (1.0 - own_tested))
+        iters = s.iters
+        nests[k] = Nest(loop_ext, list(enc_ann) + [iters[l].annotation for l in leaves],
+                        list(enc_red) + [iters[l].kind == "reduce" for l in leaves],
+                        full_coef, full_span, n_enc, ext, region, useful,
+                        1.0 - (1.0 - enc_tested) * (1.0 - own_tested))
     return nests
