@@ -34,7 +34,7 @@ from compute import expr as E
 from compute.compute_dag import ComputeDAG
 from compute.tensor import ComputeOp
 
-from .loop_state import InvalidStepError, Memo, SplitRel, Stage, State
+from .loop_state import InvalidStepError, Memo, SplitRel, Stage, State, step_key
 from .lower import lower
 from .replay import carry_trace, replay
 from .search_params import SearchParams
@@ -67,7 +67,7 @@ def _structure_key(state: State) -> tuple:
         elif isinstance(s, PragmaStep):
             parts.append(("PR", s.stage_id, s.iter_id, s.pragma_type.split("$", 1)[0]))
         else:
-            parts.append(s)  # frozen dataclass: hashable, compares by value
+            parts.append(step_key(s))  # its JSON: one string, its hash kept (a step's was not)
     return tuple(parts)
 
 

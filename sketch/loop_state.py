@@ -272,7 +272,7 @@ class State:
     def _key(self) -> str:
         # The JSON of the list is its items' JSON joined; each step's is kept (steps recur
         # across the states of a search).
-        return "[" + ",".join(map(_step_key, self.steps)) + "]"
+        return "[" + ",".join(map(step_key, self.steps)) + "]"
 
 
 # id(step) -> (step, its compact JSON). By identity, not equality: a step read from a record may
@@ -282,7 +282,8 @@ class State:
 _STEP_KEYS: dict[int, tuple["Step", str]] = {}
 
 
-def _step_key(step: "Step") -> str:
+def step_key(step: "Step") -> str:
+    """The step's compact JSON (its part of ``State.canonical_key``), kept per step object."""
     got = _STEP_KEYS.get(id(step))
     if got is None or got[0] is not step:
         if len(_STEP_KEYS) >= 1 << 17:
