@@ -70,9 +70,12 @@ def test_torch_formulations_match_the_reference(name: str) -> None:
 
 
 def test_unsupported_arguments_are_no_formulation() -> None:
-    args, inputs, _ = _small("group_conv2d_nhwc")
-    with pytest.raises(S.NoFormulation):
-        S.numpy_impl("conv2d_nhwc", args, inputs)
+    args, inputs, _ = _small("conv2d_nhwc")
+    with pytest.raises(S.NoFormulation):  # asymmetric padding
+        S.numpy_impl("conv2d_nhwc", args[:8] + ((1, 0),), inputs)
+    with pytest.raises(S.NoFormulation):  # dilated transposed convolution
+        S.numpy_impl("conv2d_transpose_nhwc", (1, 4, 4, 2, 3, 3, 3, 2, 1, 0, 2),
+                     [np.zeros((1, 4, 4, 2), "float32"), np.zeros((3, 3, 2, 3), "float32")])
     with pytest.raises(S.NoFormulation):
         S.numpy_impl("norm", (7, 17), [np.zeros((7, 17), "float32")])
 
