@@ -52,3 +52,20 @@ def assert_network_matches(lib, g, atol: float = 1e-4) -> dict[str, np.ndarray]:
     for k in ref:
         np.testing.assert_allclose(out[k], ref[k], rtol=0, atol=atol * np.abs(ref[k]).max())
     return out
+
+
+def assert_peers_match_reference(name: str, args: tuple) -> np.ndarray:
+    """The benchmark's numpy and PyTorch formulations of a workload (``ansor.bench.peers``) give
+    the reference's output on the suite's inputs; returns the reference output."""
+    import torch
+
+    from ansor.bench import suite as S
+
+    dag = S.make_dag(name, args)
+    inputs = S.make_inputs(dag)
+    ref = reference.evaluate(dag, inputs)[-1]
+    assert S.check_output(S.numpy_impl(name, args, inputs)(), ref) is None
+    with torch.inference_mode():
+        fn, tensors, to_numpy = S.torch_impl(name, args, inputs)
+        assert S.check_output(to_numpy(fn(*tensors)), ref) is None
+    return ref

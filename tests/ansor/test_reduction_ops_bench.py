@@ -9,7 +9,7 @@ import pytest
 from ansor.bench import suite as S
 from ansor.bench.workloads import ODD_SHAPES, REDUCTIONS, SETS, SUITE
 from ansor.cli import main as ansor_main
-from compute import reference
+from tests.util import assert_peers_match_reference
 
 
 def test_the_set_is_registered_apart_from_the_others_and_reduces() -> None:
@@ -41,15 +41,7 @@ SMALL = [("conv1d", (1, 23, 5, 7, 3, 1, 1)), ("conv1d", (1, 23, 6, 4, 3, 2, 1, 2
 
 @pytest.mark.parametrize("name,args", SMALL)
 def test_peer_formulations_match_the_reference(name, args) -> None:
-    import torch
-
-    dag = S.make_dag(name, args)
-    inputs = S.make_inputs(dag)
-    ref = reference.evaluate(dag, inputs)[-1]
-    assert S.check_output(S.numpy_impl(name, args, inputs)(), ref) is None
-    with torch.inference_mode():
-        fn, tensors, to_numpy = S.torch_impl(name, args, inputs)
-        assert S.check_output(to_numpy(fn(*tensors)), ref) is None
+    assert_peers_match_reference(name, args)
 
 
 def test_ansor_bench_lists_the_set(capsys) -> None:
