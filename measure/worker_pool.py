@@ -47,6 +47,8 @@ CRASH = "crash"
 
 # A cap on error texts: a traceback is useful, a megabyte of repr is not.
 MAX_ERROR_CHARS = 4000
+# Longest single wait for workers (seconds): the main thread comes back to act on Ctrl-C.
+SIGNAL_SLICE = 0.25
 
 
 @dataclass(frozen=True)
@@ -222,8 +224,10 @@ class _Worker:
 
     def wait_ready(self, start_timeout: float) -> None:
         """Block until the worker is ready (or raise WorkerStartError)."""
-        remaining = self.started + start_timeout - time.monotonic()
-        wait([self.conn], timeout=max(0.0, remaining))
+        deadline = self.started + start_timeout
+        while not wait([self.conn], timeout=min(max(0.0, deadline - time.monotonic()), SIGNAL_SLICE)):
+            if time.monotonic() >= deadline:
+                break
         if not self.check_ready(start_timeout):
             self.kill()
             raise WorkerStartError(f"worker did not become ready within {start_timeout:.0f} s")
@@ -374,7 +378,10 @@ class WorkerPool:
                 if wi not in busy:
                     deadlines.append(w.started + self._start_timeout)
         wait_for = max(0.0, min(deadlines) - time.monotonic()) if deadlines else 0.0
-        ready = wait(list(handles), timeout=wait_for)
+        # In slices: a Ctrl-C the kernel hands to another thread of this process (a BLAS or
+        # OpenMP pool's) only sets a flag, which the main thread acts on when it runs Python
+        # again; one long wait would hold the tuner in a hung build until its timeout.
+        ready = wait(list(handles), timeout=min(wait_for, SIGNAL_SLICE))
         done: set[int] = set()
         # Results first: a job that answered just before its deadline is not a timeout.
         for h in ready:
