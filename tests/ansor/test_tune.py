@@ -323,7 +323,10 @@ def test_ctrl_c_during_measurement_abandons_the_batch(task, runner, tmp_path):
     class SlowSecondRound(ListPolicy):
         def generate_measure_candidates(self, num, measured_keys, best_states):
             if self.n_calls == 1:  # the batch about to be measured hangs in the builder (see hook)
-                threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+                # To the main thread, as a terminal's Ctrl-C is acted on: os.kill lets the kernel
+                # pick any thread, and after other tests the process has native pools (torch's).
+                main = threading.main_thread().ident
+                threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT)).start()
             return super().generate_measure_candidates(num, measured_keys, best_states)
 
     with ansor.LocalBuilder(timeout=60, n_parallel=2,
