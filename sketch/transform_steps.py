@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from compute import expr as E
