@@ -301,7 +301,9 @@ def _needs_tiling(op: ComputeOp, inf: OpInfo) -> bool:
 
 
 def op_flops(op: ComputeOp) -> int:
-    """Floating-point (and integer value) operations of one compute, index arithmetic excluded."""
+    """Floating-point (and integer value) operations of one compute, index arithmetic excluded:
+    an operation counts only if a tensor value flows into it, so a select's test on loop
+    variables (a pad's border, a transposed conv's tap past the kernel) costs nothing."""
     points = 1
     for a in op.axes:
         points *= a.extent
@@ -316,14 +318,18 @@ def op_flops(op: ComputeOp) -> int:
 
 
 def _count_ops(e: E.Expr) -> int:
-    return E.fold(e, _ops_of_node)  # type: ignore[return-value]
+    return E.fold(e, _ops_of_node)[0]  # type: ignore[index]
 
 
-def _ops_of_node(e: E.Expr, kids: list) -> int:
-    if isinstance(e, (E.Const, E.Var, E.TensorLoad)):
-        return 0
+def _ops_of_node(e: E.Expr, kids: list) -> tuple[int, bool]:
+    """(operations, whether a tensor value flows in) of one node, given its children's."""
+    if isinstance(e, E.TensorLoad):
+        return 0, True  # its indices are address arithmetic
+    if isinstance(e, (E.Const, E.Var)):
+        return 0, False
+    data = any(k[1] for k in kids)
     if isinstance(e, E.Cast):
         return kids[0]
     if isinstance(e, E.Select):
-        return kids[0] + max(kids[1], kids[2])
-    return 1 + sum(kids)
+        return kids[0][0] + max(kids[1][0], kids[2][0]), data
+    return (1 if data else 0) + sum(k[0] for k in kids), data
