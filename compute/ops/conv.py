@@ -191,8 +191,13 @@ def conv2d_transpose_nhwc(data: Tensor, kernel: Tensor, stride: int | Sequence[i
     contributes ``data[iy] * kernel[ky]`` to output row ``iy*stride + ky*dilation - pad_top``, and
     ``OH = (H-1)*stride - pad_top - pad_bottom + dilation*(KH-1) + 1 + output_padding``.
 
-    Computed as TVM does: one stage spreads the input out (``stride-1`` zeros between pixels) and
-    pads it by ``dilation*(K-1) - pad``, then a direct convolution with the flipped kernel.
+    Undilated kernels are computed sub-pixel: output row ``oy`` receives exactly the taps
+    ``ky = (oy + pad_top) % stride + stride*t`` from input rows ``(oy + pad_top) // stride - t``,
+    ``t < ceil(KH / stride)``, so the reduction runs over those taps alone (at stride 2, a quarter
+    of the multiply-adds of a convolution over the zero-spread input; a tap past the kernel's end,
+    when the stride does not divide it, reads zero). Dilated kernels are computed as TVM does: one
+    stage spreads the input out (``stride-1`` zeros between pixels) and pads it by
+    ``dilation*(K-1) - pad``, then a direct convolution with the flipped kernel.
     """
     op = "conv2d_transpose_nhwc"
     check_tensor(data, op, "data")
@@ -225,6 +230,10 @@ def conv2d_transpose_nhwc(data: Tensor, kernel: Tensor, stride: int | Sequence[i
         spread_before.append(reach - before[d])
         spread_len.append(out + reach)
 
+    attrs = {"stride": list(strides), "pad_before": list(before), "pad_after": list(after),
+             "output_padding": list(opad), "dilation": list(dil)}
+    if dil == (1, 1):
+        return _conv2d_transpose_subpixel(data, kernel, strides, before, out_hw, acc, name, attrs)
     needs_stage = any(s > 1 for s in strides) or any(
         b > 0 or L > b + (n - 1) * s + 1
         for b, L, n, s in zip(spread_before, spread_len, (h, w), strides))
@@ -257,7 +266,50 @@ def conv2d_transpose_nhwc(data: Tensor, kernel: Tensor, stride: int | Sequence[i
         k = kernel[kh - 1 - rh, kw - 1 - rw, rc, oc]
         return te.sum(accumulate_as(v, acc) * accumulate_as(k, acc), axis=[rh, rw, rc])
 
-    attrs = {"stride": list(strides), "pad_before": list(before), "pad_after": list(after),
-             "output_padding": list(opad), "dilation": list(dil)}
+    return te.compute((n_batch, out_hw[0], out_hw[1], co), with_axis_names(body, ["n", "h", "w", "co"]),
+                      name=name, tag="conv2d_transpose_nhwc", attrs=attrs)
+
+
+def _conv2d_transpose_subpixel(data: Tensor, kernel: Tensor, strides: Sequence[int],
+                               before: Sequence[int], out_hw: Sequence[int], acc: str, name: str,
+                               attrs: dict) -> Tensor:
+    """The undilated transposed convolution over the taps that reach each output pixel (see
+    ``conv2d_transpose_nhwc``): input row ``(oy + pad) // s - t + (T - 1)`` of the input padded
+    by ``T - 1`` rows before (and as many after as the last output row reaches), kernel row
+    ``(oy + pad) % s + s*t``; taps past the kernel's end are zero."""
+    n_batch, h, w, ci = data.shape
+    kh, kw, _, co = kernel.shape
+    taps, pad_lo, pad_hi = [], [], []
+    for size, k, s, b, out in zip((h, w), (kh, kw), strides, before, out_hw):
+        t = -(-k // s)
+        taps.append(t)
+        pad_lo.append(t - 1)
+        pad_hi.append(max(0, (out - 1 + b) // s - (size - 1)))
+    if any(pad_lo) or any(pad_hi):
+        src = _pad(data, (0, *pad_lo, 0), (0, *pad_hi, 0), 0, f"{name}_pad", ["n", "h", "w", "c"])
+    else:
+        src = data
+    th = te.reduce_axis((0, taps[0]), "th")
+    tw = te.reduce_axis((0, taps[1]), "tw")
+    rc = te.reduce_axis((0, ci), "rc")
+    ragged = [k % s != 0 for k, s in zip((kh, kw), strides)]
+
+    def body(n: IterVar, y: IterVar, x: IterVar, oc: IterVar) -> Expr:
+        iy = (y + before[0]) // strides[0] - th + (taps[0] - 1)
+        ix = (x + before[1]) // strides[1] - tw + (taps[1] - 1)
+        ky = (y + before[0]) % strides[0] + th * strides[0]
+        kx = (x + before[1]) % strides[1] + tw * strides[1]
+        conds = []
+        if ragged[0]:
+            conds.append(ky < kh)
+            ky = te.min(ky, const(kh - 1, "int32"))  # in bounds even where the select discards it
+        if ragged[1]:
+            conds.append(kx < kw)
+            kx = te.min(kx, const(kw - 1, "int32"))
+        k = accumulate_as(kernel[ky, kx, rc, oc], acc)
+        if conds:
+            k = te.if_then_else(te.all(*conds), k, const(0, acc))
+        return te.sum(accumulate_as(src[n, iy, ix, rc], acc) * k, axis=[th, tw, rc])
+
     return te.compute((n_batch, out_hw[0], out_hw[1], co), with_axis_names(body, ["n", "h", "w", "co"]),
                       name=name, tag="conv2d_transpose_nhwc", attrs=attrs)

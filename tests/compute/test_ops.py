@@ -365,3 +365,25 @@ def test_out_dtype_accumulates_wide() -> None:
     big = [np.full((4, 5), 100, np.int8), np.full((5, 3), 100, np.int8)]
     (out,) = evaluate([a, b, c], big)
     assert np.all(out == 50000)  # would wrap in int8
+
+
+@pytest.mark.parametrize("args, taps", [
+    ((1, 8, 8, 16, 8, 4, 4, 2, 1), 2 * 2),   # DCGAN's 4x4 stride 2: two taps per phase and axis
+    ((1, 5, 6, 4, 3, 3, 3, 2, 1, 1), 2 * 2),  # 3x3 stride 2: the second tap past the kernel reads zero
+    ((1, 4, 4, 4, 3, 3, 3, 1, 1), 3 * 3),   # stride 1: an ordinary convolution's taps
+])
+def test_transposed_conv_reduces_over_the_taps_that_reach_each_output(args, taps) -> None:
+    """Sub-pixel form: no zero-spread input stage, and the reduction is ceil(K/s)^2 taps x CI,
+    not K^2 x CI (a quarter of the multiply-adds at stride 2 with K = 4)."""
+    dag = ComputeDAG(ops.workloads.conv2d_transpose_nhwc(*args))
+    conv = _op_by_tag(dag, "conv2d_transpose_nhwc")
+    red = int(np.prod([a.extent for a in conv.reduce_axes]))
+    assert red == taps * args[3]
+    assert all(op.attrs.get("stride") is None or op.tag != "pad" for op in dag.compute_ops)
+    madds = int(np.prod(conv.shape)) * red
+    assert 2 * madds <= dag.flop_count < 3 * madds  # the ragged kernel tap adds its test
+
+
+def test_a_dilated_transposed_conv_keeps_the_spread_input() -> None:
+    dag = ComputeDAG(ops.workloads.conv2d_transpose_nhwc(1, 4, 4, 2, 2, 3, 3, 2, 1, 0, 2))
+    assert any(op.tag == "pad" and "stride" in op.attrs for op in dag.compute_ops)
