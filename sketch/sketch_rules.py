@@ -7,9 +7,11 @@ they print, lower and run like any schedule.
 
 Rules are small classes with ``meet_condition`` (skip / apply / apply-and-skip-the-rest) and
 ``apply`` (new states, each with the stage to visit next), tried in one ordered list from the last
-stage to the first, as in Ansor's CPU sketch policy: always-inline, add-rfactor, add-cache-write,
-multi-level tiling with fusion, multi-level tiling ("SSRSRS"), skip. A user can add a rule by
-passing their own list to ``generate_sketches``.
+stage to the first, as in Ansor's CPU sketch policy: always-inline, add-rfactor, row-block dot
+product, lane reduction, add-cache-write, multi-level tiling with fusion, multi-level tiling
+("SSRSRS"), skip (the row-block and lane-reduction rules are ours: a matrix-vector product and a
+reduction without reuse, which Ansor's rules leave scalar). A user can add a rule by passing their
+own list to ``generate_sketches``.
 """
 from __future__ import annotations
 
@@ -238,6 +240,36 @@ def _matrix_vector(op, red: int) -> bool:
     return sum(1 for a in op.axes if a.extent > 1) == 1 and red >= MIN_VECTOR_REDUCTION
 
 
+def lane_reduction_axis(state: State, sid: int) -> int | None:
+    """The position of the innermost spatial loop of a reduction without reuse (a pool, a mean
+    over rows) when it is worth vectorizing across: every input is read with that axis alone as
+    its last index (contiguous lanes) and the reduction walks other dimensions. None otherwise."""
+    op = state.stages[sid].op
+    if not isinstance(op, ComputeOp) or not isinstance(op.body, E.Reduce) or not op.axes:
+        return None
+    j = op.axes[-1]
+    if j.extent < MIN_LANE_AXIS or not op.reduce_axes:
+        return None
+    red = set(map(id, op.reduce_axes))
+    loads = [n for n in E.post_order(op.body) if isinstance(n, E.TensorLoad)]
+    if not loads:
+        return None
+    for n in loads:
+        if not n.indices or n.indices[-1] is not j:
+            return None
+        if any(isinstance(v, E.Var) and id(v) == id(j) for ix in n.indices[:-1] for v in E.post_order(ix)):
+            return None
+        if not any(isinstance(v, E.Var) and id(v) in red for ix in n.indices[:-1] for v in E.post_order(ix)):
+            return None
+    leaves = state.stages[sid].leaf_iters
+    pos = [p for p, it in enumerate(leaves) if it.kind != "reduce"]
+    return pos[-1] if pos and len(leaves) == len(op.axes) + len(op.reduce_axes) else None
+
+
+# The innermost axis of a lane reduction must fill at least one short vector.
+MIN_LANE_AXIS = 8
+
+
 # ---- the rules ---------------------------------------------------------------------------------------
 
 class RuleAlwaysInline(SketchRule):
@@ -317,6 +349,47 @@ class RuleRowBlockDot(SketchRule):
         except InvalidStepError:
             return []
         return [(s, sid - 1)]
+
+
+class RuleLaneReduction(SketchRule):
+    """A reduction with no reuse whose innermost spatial axis is contiguous in every input (a
+    global average pool over 7x7x2048, a max pool, a mean over rows): split that axis and put the
+    reduction loops between its parts, so the innermost loop runs across lanes of independent
+    sums (vectorizable) and the reduction accumulates whole vectors. Left alone, the reduction is
+    innermost and every output is a scalar sum. Two sketches: the stage at the root, and (with an
+    elementwise consumer such as the pool's division) computed at the consumer's outer part, one
+    parallel loop for both. An extra sketch: the plain one stays."""
+
+    name = "lane_reduction"
+
+    def meet_condition(self, ctx, state, sid):
+        if not _is_compute(state, sid) or _is_derived(state, sid):
+            return ConditionKind.SKIP
+        inf = ctx.info(state, sid)
+        if not inf.has_reduce or inf.needs_multi_level_tiling or needs_rfactor(ctx, state, sid):
+            return ConditionKind.SKIP
+        return ConditionKind.SKIP if lane_reduction_axis(state, sid) is None else ConditionKind.APPLY
+
+    def apply(self, ctx, state, sid):
+        pos = lane_reduction_axis(state, sid)
+        assert pos is not None
+        s = state.split(sid, pos, [1])
+        step = len(s.steps) - 1
+        leaves = s.stages[sid].leaf_iters
+        spatial = [p for p, it in enumerate(leaves) if it.kind != "reduce"]
+        reduce_ = [p for p, it in enumerate(leaves) if it.kind == "reduce"]
+        s = s.reorder(sid, spatial[:-1] + reduce_ + spatial[-1:])
+        out = [(s, sid - 1)]
+        consumer = single_elementwise_consumer(s, sid)
+        if consumer is not None:
+            try:
+                cl = s.stages[consumer].leaf_iters
+                f = s.follow_split(consumer, len(cl) - 1, step, 1)
+                f = f.compute_at(sid, consumer, len(cl) - 1)
+                out.append((f, sid - 1))
+            except InvalidStepError:
+                pass
+        return out
 
 
 class RuleAddCacheWrite(SketchRule):
@@ -403,7 +476,7 @@ class RuleSkipStage(SketchRule):
 
 
 DEFAULT_RULES: tuple[SketchRule, ...] = (
-    RuleAlwaysInline(), RuleAddRfactor(), RuleRowBlockDot(), RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(),
+    RuleAlwaysInline(), RuleAddRfactor(), RuleRowBlockDot(), RuleLaneReduction(), RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(),
     RuleMultiLevelTiling(), RuleSkipStage(),
 )
 

@@ -348,6 +348,9 @@ for _kind, _wl in (("max", W.max_pool2d), ("avg", W.avg_pool2d)):
         ("k3_s1_p1_17", (1, 5, 17, 2, 3, 3, 1, 1)),
         ("nonsquare", (1, 6, 7, 3, 3, 1, (1, 2), (1, 0))),
         ("global_7x7", (1, 7, 7, 5, 7, 7, 1, 0)),
+        # channels wide enough for the lane-reduction sketches (a multiple of 8, and a prime)
+        ("global_7x7_c40", (1, 7, 7, 40, 7, 7, 1, 0)),
+        ("k3_s2_p1_c19", (1, 9, 9, 19, 3, 3, 2, 1)),
     ]:
         _add(f"{_kind}_pool2d_{_sfx}", lambda wl=_wl, a=_a: wl(*a),
              lambda xs, k=_kind, a=_a: [_f32(np_pool2d_nhwc(xs[0], (a[4], a[5]), a[6], a[7], k))])

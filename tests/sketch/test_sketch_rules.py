@@ -111,6 +111,52 @@ def test_a_matrix_vector_product_is_also_computed_a_block_of_rows_at_a_time():
         assert not _row_block_sketches(ansor.ComputeDAG(wl))
 
 
+def _lane_sketches(dag):
+    """Sketches with a stage whose last loops are reduction loops and then a split's inner part."""
+    return [s for s in generate_sketches(dag, num_cores=2)
+            if any(len(st.leaf_iters) > 2 and st.leaf_iters[-1].name.endswith(".1")
+                   and st.leaf_iters[-2].kind == "reduce" and st.leaf_iters[-3].kind == "reduce"
+                   for st in s.stages)]
+
+
+@pytest.mark.parametrize("wl", [W.avg_pool2d(1, 7, 7, 40, 7, 7, 1, 0), W.max_pool2d(1, 9, 9, 19, 3, 3, 2, 1)],
+                         ids=["global_avg_c40", "max_k3_s2_c19"])
+def test_a_pool_reduces_whole_vectors_of_channels(wl):
+    """The lane-reduction sketches: the channel axis split, the window loops between its parts,
+    so samples vectorize across channels (the plain sketch's innermost loop is the window's).
+    Samples compute the reference, imperfect channel tiles on the prime extent included."""
+    import random
+
+    from sketch.init_population import sample_initial_population
+    from sketch.search_params import SearchParams
+
+    dag = ansor.ComputeDAG(wl)
+    lane = _lane_sketches(dag)
+    assert len(lane) == (2 if "avg" in wl[-1].name else 1)  # avg: at the root and at the division
+    for sk in lane:
+        names = _tiled_order(sk, dag.ops[-1].name + ("_sum" if "avg" in wl[-1].name else ""))
+        assert names[-3:] == ["rh", "rw", "c.1"], names
+    task = ansor.SearchTask(tensors=dag)
+    params = SearchParams().with_hardware(task.hardware_params)
+    samples = sample_initial_population(lane, 12, random.Random(0), params)
+    assert samples
+    assert any("vectorize" in str(lower(st)) for st in samples)
+    for st in samples:
+        assert_matches_reference(ansor.build(st), dag, _inputs(dag), 1e-5, 1e-5, "lane-reduction sample")
+
+
+def test_reductions_with_reuse_or_along_the_last_axis_get_no_lane_sketch():
+    from sketch.loop_state import State
+    from sketch.sketch_rules import RuleLaneReduction, SketchContext
+
+    for wl in (W.matmul(64, 48, 40), W.dense(1, 1001, 1280), W.softmax(8, 24),
+               W.layer_norm(8, 24), W.avg_pool2d(1, 7, 7, 5, 7, 7, 1, 0)):
+        dag = ansor.ComputeDAG(wl)
+        state, ctx = State.initial(dag), SketchContext(dag, 2)
+        assert all(RuleLaneReduction().meet_condition(ctx, state, sid) == ConditionKind.SKIP
+                   for sid in range(len(state.stages))), wl[-1].name
+
+
 def test_sketches_print_their_loop_structure():
     text = str(generate_sketches(ansor.ComputeDAG(W.matmul(64, 48, 40)), num_cores=2)[0])
     assert "k.0" in text and "matmul.local = ..." in text
