@@ -323,20 +323,26 @@ def test_ctrl_c_during_measurement_abandons_the_batch(task, runner, tmp_path):
     class SlowSecondRound(ListPolicy):
         def generate_measure_candidates(self, num, measured_keys, best_states):
             if self.n_calls == 1:  # the batch about to be measured hangs in the builder (see hook)
-                # To the main thread, as a terminal's Ctrl-C is acted on: os.kill lets the kernel
-                # pick any thread, and after other tests the process has native pools (torch's).
+                # To the main thread, where Python acts on it (os.kill lets the kernel pick any
+                # thread; the pool's sliced waits cover that case too).
                 main = threading.main_thread().ident
                 threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT)).start()
             return super().generate_measure_candidates(num, measured_keys, best_states)
 
-    with ansor.LocalBuilder(timeout=60, n_parallel=2,
-                            build_func="tests.ansor.test_tune:slow_build") as b:
-        t0 = time.monotonic()
-        res = task.tune(opts(b, runner, num_measure_trials=4, num_measures_per_round=2,
-                             log_file=log), search_policy=SlowSecondRound(states))
-        assert time.monotonic() - t0 < 30
-        assert res.interrupted and res.trials == 2 and len(log_keys(log)) == 2
-        assert b.build([ansor.MeasureInput(task, states[0])])[0].error_no == 0
+    # As in an interactive session: a process started in the background by a non-interactive
+    # shell begins with SIGINT ignored (no Ctrl-C can reach it), and pytest keeps that.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with ansor.LocalBuilder(timeout=60, n_parallel=2,
+                                build_func="tests.ansor.test_tune:slow_build") as b:
+            t0 = time.monotonic()
+            res = task.tune(opts(b, runner, num_measure_trials=4, num_measures_per_round=2,
+                                 log_file=log), search_policy=SlowSecondRound(states))
+            assert time.monotonic() - t0 < 30
+            assert res.interrupted and res.trials == 2 and len(log_keys(log)) == 2
+            assert b.build([ansor.MeasureInput(task, states[0])])[0].error_no == 0
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def slow_build(state: Any, name: str) -> Any:
