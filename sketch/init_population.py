@@ -28,14 +28,14 @@ import math
 import random
 import weakref
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from compute import expr as E
 from compute.compute_dag import ComputeDAG
 from compute.tensor import ComputeOp
 
 from .loop_state import InvalidStepError, Memo, SplitRel, Stage, State, step_key
-from .lower import lower
+from .lower import check_lowers, lower
 from .replay import carry_trace, replay
 from .search_params import SearchParams
 from .transform_steps import AnnotationStep, FuseStep, PragmaStep, SplitStep, Step
@@ -83,9 +83,9 @@ _STRUCTURE_LOWERS: "weakref.WeakKeyDictionary[ComputeDAG, dict[tuple, bool]]" = 
 _warned_errors: set[str] = set()
 
 
-def _try_lower(state: State) -> bool:
+def _try_lower(state: State, check: Callable[[State], Any] = lower) -> bool:
     try:
-        lower(state)
+        check(state)
         return True
     except InvalidStepError as e:
         logger.debug("state does not lower: %s", e)
@@ -108,7 +108,8 @@ def lowers_cached(state: State) -> bool:
 
     Lowering fails only for structural reasons (nested parallel loops, a stage attached where one
     of its readers runs outside the loop, ...), never because of a split length; the returned
-    candidates are still checked with ``lowers`` in case some length ever matters.
+    candidates are still checked with ``lowers`` in case some length ever matters. A new
+    structure is checked with ``check_lowers`` (no loop partitioning: it cannot fail).
     """
     ok = state.memoized(_LOWERS)
     if ok is not None:
@@ -119,7 +120,7 @@ def lowers_cached(state: State) -> bool:
     key = structure_key(state)
     ok = table.get(key)
     if ok is None:
-        ok = table[key] = lowers(state)
+        ok = table[key] = _try_lower(state, check_lowers)
     return ok
 
 

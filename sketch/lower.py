@@ -66,6 +66,14 @@ def lower(state: State, name: str = "default_function",
     return _Lowering(state, name, pre_transformed or {}).run()
 
 
+def check_lowers(state: State) -> None:
+    """Raise what ``lower(state)`` would raise for an invalid schedule, without building its
+    program: the loop nests are emitted (every structural check happens there) but the peeled
+    tails are not partitioned out, which changes the program's speed, never its validity. The
+    search's filter of new structures, at about two thirds of a full lowering's cost."""
+    _Lowering(state, "check", {}).run(partition=False)
+
+
 def effective_bodies(state: State, producer_of: dict[int, int] | None = None) -> dict[int, E.Expr]:
     """Each compute stage's body with the bodies of inlined stages substituted into it."""
     producer_of = state.producer_map() if producer_of is None else producer_of
@@ -439,7 +447,7 @@ class _Lowering:
             stmt = L.For(v, ext, kind, stmt)
         return stmt
 
-    def run(self) -> L.PrimFunc:
+    def run(self, partition: bool = True) -> L.PrimFunc:
         self._effective_bodies()
         self._params()
         self.attached: dict[tuple[int, int], list[int]] = {}
@@ -457,7 +465,9 @@ class _Lowering:
         self._bounds()
         parts = [self._emit(k) for k, s in enumerate(self.stages)
                  if s.compute_at == "root" and isinstance(s.op, ComputeOp) and k not in self.pre]
-        body = partition_guards(L.seq(*parts), self.peel_atoms)
+        body = L.seq(*parts)
+        if partition:
+            body = partition_guards(body, self.peel_atoms)
         for b in reversed(self.temps):
             body = L.Allocate(b, body)
         return L.PrimFunc(self.name, tuple(self.params), body)

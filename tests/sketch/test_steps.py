@@ -11,7 +11,7 @@ import ansor
 from ansor import te
 from compute import loop_ir as L
 from sketch.loop_state import InvalidStepError
-from sketch.lower import lower
+from sketch.lower import check_lowers, lower
 from sketch.transform_steps import step_from_json, steps_to_json
 
 from .random_schedules import random_state
@@ -90,6 +90,27 @@ def test_nested_parallel_across_stages_is_rejected_at_lowering():
     s = _matmul_relu().init_state().parallel("D", 0).compute_at("C", "D", 0).parallel("C", 1)
     with pytest.raises(InvalidStepError, match="nested parallel"):
         lower(s)
+    with pytest.raises(InvalidStepError, match="nested parallel"):
+        check_lowers(s)  # the search's filter rejects what lowering rejects
+
+
+def test_the_search_filter_agrees_with_lowering_on_random_schedules():
+    """``check_lowers`` (no loop partitioning) accepts exactly the states ``lower`` accepts,
+    peeled, shifted and padded tails included."""
+    dag = _matmul_relu()
+    rng = random.Random(11)
+    for _ in range(60):
+        s = random_state(dag.init_state(), rng, 12)
+        try:
+            lower(s)
+            ok = True
+        except InvalidStepError:
+            ok = False
+        try:
+            check_lowers(s)
+            assert ok, s.steps
+        except InvalidStepError:
+            assert not ok, s.steps
 
 
 def test_reader_outside_attach_loop_is_rejected():
