@@ -257,10 +257,9 @@ def lane_reduction_axis(state: State, sid: int) -> int | None:
     for n in loads:
         if not n.indices or n.indices[-1] is not j:
             return None
-        if any(isinstance(v, E.Var) and id(v) == id(j) for ix in n.indices[:-1] for v in E.post_order(ix)):
-            return None
-        if not any(isinstance(v, E.Var) and id(v) in red for ix in n.indices[:-1] for v in E.post_order(ix)):
-            return None
+        outer = [v for ix in n.indices[:-1] for v in E.post_order(ix) if isinstance(v, E.Var)]
+        if any(v is j for v in outer) or not any(id(v) in red for v in outer):
+            return None  # the lanes' axis elsewhere too, or a read the reduction does not walk
     leaves = state.stages[sid].leaf_iters
     pos = [p for p, it in enumerate(leaves) if it.kind != "reduce"]
     return pos[-1] if pos and len(leaves) == len(op.axes) + len(op.reduce_axes) else None
