@@ -12,7 +12,7 @@ from ..expr import Expr, IterVar, const
 from ..tensor import Tensor
 from ._common import (accumulate_as, check_ndim, check_same_dtype, check_tensor, int_tuple,
                       out_dtype_of, padding_nd, with_axis_names)
-from .padding import _pad
+from .padding import _pad, pad_hw
 
 _SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
 
@@ -163,10 +163,7 @@ def depthwise_conv2d_nhwc(data: Tensor, kernel: Tensor, stride: int | Sequence[i
             raise ValueError(f"{op}: {what} is larger than the padded input extent {padded} "
                              f"in dimension {'HW'[d]}")
         out_hw.append((padded - eff) // strides[d] + 1)
-    if any(before) or any(after):
-        src = _pad(data, (0, *before, 0), (0, *after, 0), 0, f"{name}_pad", ["n", "h", "w", "c"])
-    else:
-        src = data
+    src = pad_hw(data, before, after, 0, name)
     rh = te.reduce_axis((0, kh), "rh")
     rw = te.reduce_axis((0, kw), "rw")
 
@@ -285,10 +282,7 @@ def _conv2d_transpose_subpixel(data: Tensor, kernel: Tensor, strides: Sequence[i
         taps.append(t)
         pad_lo.append(t - 1)
         pad_hi.append(max(0, (out - 1 + b) // s - (size - 1)))
-    if any(pad_lo) or any(pad_hi):
-        src = _pad(data, (0, *pad_lo, 0), (0, *pad_hi, 0), 0, f"{name}_pad", ["n", "h", "w", "c"])
-    else:
-        src = data
+    src = pad_hw(data, pad_lo, pad_hi, 0, name)
     th = te.reduce_axis((0, taps[0]), "th")
     tw = te.reduce_axis((0, taps[1]), "tw")
     rc = te.reduce_axis((0, ci), "rc")

@@ -58,3 +58,12 @@ def _pad(data: Tensor, before: Sequence[int], after: Sequence[int], pad_value: f
 
     return te.compute(shape, with_axis_names(body, names), name=name, tag="pad",
                       attrs={"pad_before": list(before), "pad_after": list(after)})
+
+
+def pad_hw(data: Tensor, before: Sequence[int], after: Sequence[int], pad_value: float | int | Expr,
+           name: str) -> Tensor:
+    """An NHWC tensor padded in H and W (a ``<name>_pad`` stage), or ``data`` itself when no side
+    is padded: the input stage of the NHWC convolutions and pools."""
+    if not any(before) and not any(after):
+        return data
+    return _pad(data, (0, *before, 0), (0, *after, 0), pad_value, f"{name}_pad", ["n", "h", "w", "c"])

@@ -10,7 +10,7 @@ from .. import te
 from ..expr import Expr, IterVar, const
 from ..tensor import Tensor
 from ._common import check_float, check_ndim, check_tensor, int_tuple, padding_nd
-from .padding import _pad
+from .padding import pad_hw
 
 
 # ---- pooling -----------------------------------------------------------------------------------
@@ -42,11 +42,7 @@ def max_pool2d(data: Tensor, kernel: int | Sequence[int], stride: int | Sequence
     lowest value), and padding must be smaller than the window so every window sees real data."""
     op = "max_pool2d"
     ks, strides, before, after, out_hw = _pool_window(op, data, kernel, stride, padding)
-    if any(before) or any(after):
-        src = _pad(data, (0, *before, 0), (0, *after, 0), te.min_value(data.dtype), f"{name}_pad",
-                   ["n", "h", "w", "c"])
-    else:
-        src = data
+    src = pad_hw(data, before, after, te.min_value(data.dtype), name)
     rh = te.reduce_axis((0, ks[0]), "rh")
     rw = te.reduce_axis((0, ks[1]), "rw")
 
@@ -69,10 +65,7 @@ def avg_pool2d(data: Tensor, kernel: int | Sequence[int], stride: int | Sequence
     check_tensor(data, op, "data")
     check_float(data, op)
     ks, strides, before, after, out_hw = _pool_window(op, data, kernel, stride, padding)
-    if any(before) or any(after):
-        src = _pad(data, (0, *before, 0), (0, *after, 0), 0, f"{name}_pad", ["n", "h", "w", "c"])
-    else:
-        src = data
+    src = pad_hw(data, before, after, 0, name)
     rh = te.reduce_axis((0, ks[0]), "rh")
     rw = te.reduce_axis((0, ks[1]), "rw")
     shape = (data.shape[0], out_hw[0], out_hw[1], data.shape[3])
