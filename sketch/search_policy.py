@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .contracts import CostModelLike, TaskLike
+from .gc_pause import fewer_collections
 from .hardware import HardwareParams
 from .init_population import lowers, lowers_cached, sample_initial_population
 from .loop_state import InvalidStepError, State
@@ -190,6 +191,11 @@ class SketchPolicy:
         evolution first, then ``int(eps_greedy * num)`` random initial samples (epsilon-greedy;
         more if the model's list runs short, fewer if unmeasured random ones run out).
         """
+        with fewer_collections():  # a fifth of a round's CPU went to the cyclic collector
+            return self._generate(num, measured_keys, best_states)
+
+    def _generate(self, num: int, measured_keys: set[str] | frozenset[str],
+                  best_states: Sequence[State]) -> list[State]:
         p = self.params
         t0 = time.perf_counter()
         n_seed = min(len(best_states), int(p.use_measured_ratio * p.population_size))

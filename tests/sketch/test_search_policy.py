@@ -198,3 +198,20 @@ def test_full_size_round_is_fast():
     assert len(out) == 64
     assert pol.last_round_stats["population_size"] == 2048
     assert pol.last_round_stats["total_seconds"] < 30
+
+
+def test_a_round_runs_with_the_collector_paused_and_restores_it():
+    import gc
+
+    from sketch.gc_pause import YOUNG_THRESHOLD
+
+    class Spy(CountingModel):
+        def predict(self, task, states):
+            seen.append(gc.get_threshold()[0])
+            return super().predict(task, states)
+
+    seen: list[int] = []
+    before = gc.get_threshold()
+    got = policy(model=Spy()).generate_measure_candidates(8, set(), [])
+    assert got and seen and set(seen) == {YOUNG_THRESHOLD}
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
