@@ -145,6 +145,37 @@ def _scalar_features(row: np.ndarray, it: _Item) -> float:
     return iters
 
 
+SET_SPAN = 4096  # bytes one way of an L1 data cache spans (64 sets x 64 B on every x86 core we run)
+_SET_PROBE = 64  # iterations of a loop examined for collisions (register tiles are far smaller)
+
+
+def _set_rows(step_bytes: np.ndarray, ext: np.ndarray, red: np.ndarray) -> np.ndarray:
+    """For each (statement, buffer): the most iterations of one loop inside the innermost
+    reduction loop (a register tile's rows or columns, live together across every reduction step)
+    whose accesses fall in the same L1 set. Rows 4 KiB apart all land in one set and evict each
+    other once there are more of them than the cache has ways; strides and reuse cannot show it.
+
+    ``step_bytes``: (B, nb, L) bytes the access moves per iteration of each loop; ``ext``: (B, L)
+    extents; ``red``: (B, L) which loops are reductions. Returns (B, nb), at least 1."""
+    B, nb, L = step_bytes.shape
+    out = np.ones((B, nb))
+    last_red = np.where(red.any(axis=1), (L - 1) - np.argmax(red[:, ::-1], axis=1), L)
+    inside = np.arange(L)[None, :] > last_red[:, None]  # (B, L)
+    step = np.abs(step_bytes)
+    cand = inside[:, None, :] & (ext > 1)[:, None, :] & (step >= CACHE_LINE)
+    xi, bi, li = np.nonzero(cand)
+    if not len(xi):
+        return out
+    n = np.minimum(ext[xi, li], _SET_PROBE).astype(np.int64)
+    i = np.arange(_SET_PROBE, dtype=np.int64)
+    sets = ((i[None, :] * step[xi, bi, li].astype(np.int64)[:, None]) % SET_SPAN) // CACHE_LINE
+    sets += (np.arange(len(xi)) * (SET_SPAN // CACHE_LINE))[:, None]
+    counts = np.bincount(sets[i[None, :] < n[:, None]], minlength=len(xi) * (SET_SPAN // CACHE_LINE))
+    per = counts.reshape(len(xi), -1).max(axis=1)
+    np.maximum.at(out, (xi, bi), per)
+    return out
+
+
 def _statement_rows(items: Sequence[_Item]) -> np.ndarray:
     """The rows of statements of one stage (same ``k``, same static analysis, same loop count),
     computed together: the buffer and curve entries are numpy expressions over a leading batch
@@ -223,6 +254,8 @@ def _statement_rows(items: Sequence[_Item]) -> np.ndarray:
         last_nz = (L - 1) - np.argmax(nz[:, :, ::-1], axis=2)
         picked = np.take_along_axis(lstride, last_nz[:, :, None], axis=2)[:, :, 0]
         v[:, :, 17] = np.where(nz.any(axis=2), np.abs(picked), 0.0)
+        red = np.array([it.nest.red for it in items], dtype=bool).reshape(B, L)
+        v[:, :, 18] = _set_rows(lstride * eb[:, :, None], ext, red)
     lone_rw = ~has & rw[None, :]
     v[lone_rw, 8] = 1.0
     v[lone_rw, 10] = 1.0

@@ -94,6 +94,26 @@ def test_reuse_and_stride_of_a_plain_gemm():
     assert _value(s, "matmul", "B0.unique_bytes") <= 16 * 16 * 4 + 1e-6
 
 
+def _max_set_rows(s) -> float:
+    return max(_value(s, "matmul", f"B{b}.set_rows") for b in range(5))
+
+
+@pytest.mark.parametrize("k, expect", [(1024, 16), (512, 8), (1056, 1), (1025, 16)])
+def test_set_rows_counts_register_tile_rows_sharing_an_l1_set(k, expect):
+    # A 16x16 register tile inside the reduction loop: its 16 rows of A are k floats apart.
+    # 4 KiB apart (k=1024) they all share one L1 set; 2 KiB apart, two sets take 8 each; 4224 B
+    # apart every row has its own set; 4100 B apart they drift 4 B per row, still one set.
+    s = _gemm(64, 64, k).init_state()
+    s = s.split("matmul", "i", [16]).split("matmul", "j", [16])
+    s = s.reorder("matmul", ["i.0", "j.0", "k", "i.1", "j.1"])
+    assert _max_set_rows(s) == pytest.approx(expect)
+
+
+def test_set_rows_is_one_without_loops_inside_the_reduction():
+    s = _gemm(64, 64, 1024).init_state()  # i, j, k: nothing runs inside k
+    assert _max_set_rows(s) == pytest.approx(1)
+
+
 POP_WORKLOADS = ["matmul", "matmul_relu", "conv2d_bias_relu", "softmax", "norm", "conv2d_nhwc"]
 
 
