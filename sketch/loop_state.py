@@ -201,8 +201,10 @@ class State:
     def compute_root(self, stage) -> "State":
         return self._do(ComputeRootStep(self.stage_index(stage)))
 
-    def cache_write(self, stage, scope: str = "local") -> "State":
-        return self._do(CacheWriteStep(self.stage_index(stage), scope))
+    def cache_write(self, stage, scope: str = "local", axis_order: Iterable[int] = ()) -> "State":
+        """Compute ``stage`` into a local buffer, laid out in ``axis_order`` (positions of its
+        axes; default its own order); the stage becomes the copy out of it."""
+        return self._do(CacheWriteStep(self.stage_index(stage), scope, tuple(axis_order)))
 
     def cache_read(self, stage, scope: str, readers: Iterable) -> "State":
         return self._do(CacheReadStep(self.stage_index(stage), scope,

@@ -8,9 +8,10 @@ they print, lower and run like any schedule.
 Rules are small classes with ``meet_condition`` (skip / apply / apply-and-skip-the-rest) and
 ``apply`` (new states, each with the stage to visit next), tried in one ordered list from the last
 stage to the first, as in Ansor's CPU sketch policy: always-inline, add-rfactor, row-block dot
-product, lane reduction, add-cache-write, multi-level tiling with fusion, multi-level tiling
-("SSRSRS"), skip (the row-block and lane-reduction rules are ours: a matrix-vector product and a
-reduction without reuse, which Ansor's rules leave scalar). A user can add a rule by passing their
+product, lane reduction, lane-axis cache write, add-cache-write, multi-level tiling with fusion,
+multi-level tiling ("SSRSRS"), skip (the row-block, lane-reduction and lane-axis rules are ours: a
+matrix-vector product and a reduction without reuse, which Ansor's rules leave scalar, and an
+accumulator laid out channels-innermost when the output's own innermost axis is a poor vector). A user can add a rule by passing their
 own list to ``generate_sketches``.
 """
 from __future__ import annotations
@@ -86,27 +87,45 @@ def _is_derived(state: State, sid: int) -> bool:
     return st.origin is None or bool(st.aliases)
 
 
-def single_elementwise_consumer(state: State, sid: int) -> int | None:
-    """The one (non-inlined) consumer that reads this stage only at its own index, else None."""
+def single_elementwise_consumer(state: State, sid: int, permuted: bool = False) -> int | None:
+    """The one (non-inlined) consumer that reads this stage only at its own index, else None.
+    ``permuted``: also one that reads it at a permutation of its axes (the copy out of an
+    accumulator laid out in another order, ``CacheWriteStep.axis_order``)."""
     consumers = state.effective_consumers(sid)
     if len(consumers) != 1:
         return None
     c = consumers[0]
+    order = consumer_read_order(state, sid, c)
+    if order is None or (not permuted and order != tuple(range(len(order)))):
+        return None
+    return c
+
+
+def consumer_read_order(state: State, sid: int, c: int) -> tuple[int, ...] | None:
+    """How root consumer ``c`` (elementwise, not yet split) reads stage ``sid``: the consumer
+    axis (position) indexing each of the producer's dimensions, the same at every load; None if
+    it reads it any other way."""
     cst, pst = state.stages[c], state.stages[sid]
     cop = cst.op
     if not isinstance(cop, ComputeOp) or isinstance(cop.body, E.Reduce):
         return None
-    if tuple(cop.shape) != tuple(pst.op.shape) or cst.compute_at != "root" or cst.relations:
+    if cst.compute_at != "root" or cst.relations or len(cop.shape) != len(pst.op.shape):
         return None
     body = effective_bodies(state)[c]
     mine = {id(o.output) for o in pst.produced_ops}
-    found = False
+    pos = {id(a): d for d, a in enumerate(cop.axes)}
+    order: tuple[int, ...] | None = None
     for n in E.post_order(body):
         if isinstance(n, E.TensorLoad) and id(n.tensor) in mine:
-            found = True
-            if len(n.indices) != len(cop.axes) or any(i is not a for i, a in zip(n.indices, cop.axes)):
+            this = tuple(pos.get(id(i), -1) for i in n.indices)
+            if len(this) != len(cop.axes) or sorted(this) != list(range(len(this))):
                 return None
-    return c if found else None
+            if order is not None and this != order:
+                return None
+            order = this
+    if order is None or any(pst.op.shape[i] != cop.shape[d] for i, d in enumerate(order)):
+        return None
+    return order
 
 
 def multi_level_tiling(state: State, sid: int, structure: str = TILE_STRUCTURE) -> tuple[State, list[int]]:
@@ -148,11 +167,16 @@ def multi_level_tiling(state: State, sid: int, structure: str = TILE_STRUCTURE) 
 
 
 def follow_tiling(state: State, cid: int, split_steps: list[int], level: int,
-                  tail: str = "auto") -> State:
+                  tail: str = "auto", read_order: Sequence[int] | None = None) -> State:
     """The consumer splits its loops like the producer's first ``level`` tiling levels and
     orders the parts level by level, so the producer can be computed at a tile of it. ``tail``:
-    the follow splits' tail strategy ("auto" derives it from the source split)."""
+    the follow splits' tail strategy ("auto" derives it from the source split). ``read_order``:
+    the consumer axis indexing each producer dimension (``consumer_read_order``) when the
+    producer is laid out in another order; ``split_steps`` are in the producer's order."""
     roots = list(state.stages[cid].leaves)
+    if read_order is not None:
+        by_axis = dict(zip(read_order, split_steps))
+        split_steps = [by_axis[d] for d in range(len(roots))]
     parts: list[list[int]] = []
     for it_id, step in zip(roots, split_steps):
         it = state.stages[cid].iters[it_id]
@@ -209,6 +233,51 @@ def with_pack(state: State, sid: int, j_split_step: int) -> State | None:
         return state.pack(found[0], sid, found[1], j_split_step)
     except InvalidStepError:
         return None
+
+
+# The shortest float vector of the x86 targets we generate for (AVX2: 8 lanes). An innermost
+# output axis not a multiple of it leaves lanes idle in every vector of a register tile.
+MIN_LANES = 8
+
+
+def _block_read(op: ComputeOp, j: E.Var) -> bool:
+    """Whether some input is read with ``j`` alone as one index, ``j`` in no other index, and
+    without some other spatial axis (every output row of a tile reads the same block of it)."""
+    others = [a for a in op.axes if a is not j and a.extent > 1]
+    for n in E.post_order(op.body):
+        if not isinstance(n, E.TensorLoad):
+            continue
+        dims = [d for d, ix in enumerate(n.indices) if ix is j]
+        if len(dims) != 1:
+            continue
+        used = {id(v) for d, ix in enumerate(n.indices) if d != dims[0]
+                for v in E.post_order(ix) if isinstance(v, E.Var)}
+        if id(j) not in used and others and not all(id(a) in used for a in others):
+            return True
+    return False
+
+
+def lane_axis_order(state: State, sid: int) -> tuple[int, ...] | None:
+    """The accumulator layout (``CacheWriteStep.axis_order``) that moves a channel axis innermost
+    when the stage's own innermost axis fills vectors badly: a tiled reduction whose last axis is
+    not a multiple of ``MIN_LANES`` long (an NCHW convolution's 27 output columns) and another
+    spatial axis that is, at least two vectors long, read as a block of a reused input (the
+    output channels of the weight, which the pack then lays out by channel). The longest such
+    axis moves last; None if there is none."""
+    op = state.stages[sid].op
+    if not isinstance(op, ComputeOp) or not isinstance(op.body, E.Reduce) or len(op.axes) < 2:
+        return None
+    if op.axes[-1].extent % MIN_LANES == 0:
+        return None
+    best = None
+    for p, a in enumerate(op.axes[:-1]):
+        if a.extent % MIN_LANES or a.extent < 2 * MIN_LANES or not _block_read(op, a):
+            continue
+        if best is None or a.extent > op.axes[best].extent:
+            best = p
+    if best is None:
+        return None
+    return tuple(q for q in range(len(op.axes)) if q != best) + (best,)
 
 
 def needs_rfactor(ctx: SketchContext, state: State, sid: int) -> bool:
@@ -408,6 +477,27 @@ class RuleAddCacheWrite(SketchRule):
         return [(state.cache_write(sid), sid)]
 
 
+class RuleLaneAxisCacheWrite(SketchRule):
+    """A tiled reduction whose innermost axis is a poor vector length but which has a channel
+    axis that is a good one (``lane_axis_order``) also gets a local accumulator laid out with
+    that axis innermost; the copy out of it (in the output's layout) is the consumer it fuses
+    into. An extra sketch: the other rules still apply to the stage as it is."""
+
+    name = "lane_axis_cache_write"
+
+    def meet_condition(self, ctx, state, sid):
+        if not _is_compute(state, sid) or _is_derived(state, sid):
+            return ConditionKind.SKIP
+        if not ctx.info(state, sid).needs_multi_level_tiling or lane_axis_order(state, sid) is None:
+            return ConditionKind.SKIP
+        return ConditionKind.APPLY
+
+    def apply(self, ctx, state, sid):
+        order = lane_axis_order(state, sid)
+        assert order is not None
+        return [(state.cache_write(sid, axis_order=order), sid)]
+
+
 class RuleMultiLevelTilingWithFusion(SketchRule):
     """Tile "SSRSRS" and compute the stage at its elementwise consumer's tile, level 1 or 2."""
 
@@ -416,25 +506,28 @@ class RuleMultiLevelTilingWithFusion(SketchRule):
     def meet_condition(self, ctx, state, sid):
         if not _is_compute(state, sid) or not ctx.info(state, sid).needs_multi_level_tiling:
             return ConditionKind.SKIP
-        if single_elementwise_consumer(state, sid) is None:
+        if single_elementwise_consumer(state, sid, permuted=True) is None:
             return ConditionKind.SKIP
         return ConditionKind.APPLY_AND_SKIP_REST
 
     def apply(self, ctx, state, sid):
-        consumer = single_elementwise_consumer(state, sid)
+        consumer = single_elementwise_consumer(state, sid, permuted=True)
         assert consumer is not None
+        order = consumer_read_order(state, sid, consumer)
         tiled, steps = multi_level_tiling(state, sid)
         out = []
         n = len(steps)
+        if order is not None and order != tuple(range(len(order))) and len(steps) != len(order):
+            return [(tiled, sid - 1)]  # a permuted copy needs every axis split to follow the tiles
         for level in FUSION_LEVELS:
-            s = follow_tiling(tiled, consumer, steps, level)
+            s = follow_tiling(tiled, consumer, steps, level, read_order=order)
             s = s.compute_at(sid, consumer, level * n - 1)
             out.append((s, sid - 1))
         if ctx.pack and steps and n == len(state.stages[sid].op.axes):
             # The same with the reused input packed; the consumer's partial tiles are peeled, not
             # shifted, so the stage's tiles start at multiples of the pack's block.
             for level in FUSION_LEVELS:
-                s = follow_tiling(tiled, consumer, steps, level, tail="peel")
+                s = follow_tiling(tiled, consumer, steps, level, tail="peel", read_order=order)
                 s = s.compute_at(sid, consumer, level * n - 1)
                 packed = with_pack(s, sid, steps[-1])
                 if packed is not None:
@@ -475,8 +568,8 @@ class RuleSkipStage(SketchRule):
 
 
 DEFAULT_RULES: tuple[SketchRule, ...] = (
-    RuleAlwaysInline(), RuleAddRfactor(), RuleRowBlockDot(), RuleLaneReduction(), RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(),
-    RuleMultiLevelTiling(), RuleSkipStage(),
+    RuleAlwaysInline(), RuleAddRfactor(), RuleRowBlockDot(), RuleLaneReduction(), RuleLaneAxisCacheWrite(),
+    RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(), RuleMultiLevelTiling(), RuleSkipStage(),
 )
 
 
