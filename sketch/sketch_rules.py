@@ -199,15 +199,26 @@ def packable_input(state: State, sid: int) -> tuple[int, int] | None:
     if not isinstance(op, ComputeOp) or not isinstance(op.body, E.Reduce) or not op.axes:
         return None
     j = op.axes[-1]
-    others = [a for a in op.axes[:-1] if a.extent > 1]
-    if j.extent <= 2 or not others:
+    if j.extent <= 2:
         return None
     producer_of = state.producer_map()
-    for n in E.post_order(op.body):
-        if not isinstance(n, E.TensorLoad):
-            continue
+    for n, dim in _block_reads(op, j):
         p = producer_of.get(id(n.tensor))
         if p is None or p == sid or state.stages[p].compute_at == "inline":
+            continue
+        return p, dim
+    return None
+
+
+def _block_reads(op: ComputeOp, j: E.Var):
+    """(load, dimension) of each load in ``op`` that reads ``j`` alone as that one index, ``j`` in
+    no other index, and lacks some other spatial axis (every output row of a tile reads the same
+    block of it: a GEMM's B, a dense or conv weight)."""
+    others = [a for a in op.axes if a is not j and a.extent > 1]
+    if not others:
+        return
+    for n in E.post_order(op.body):
+        if not isinstance(n, E.TensorLoad):
             continue
         dims = [d for d, ix in enumerate(n.indices) if ix is j]
         if len(dims) != 1:
@@ -218,8 +229,7 @@ def packable_input(state: State, sid: int) -> tuple[int, int] | None:
             continue  # j also inside another index: no clean block layout
         if all(id(a) in used for a in others):
             continue  # every output row reads its own data: no reuse for a copy to pay off
-        return p, dims[0]
-    return None
+        yield n, dims[0]
 
 
 def with_pack(state: State, sid: int, j_split_step: int) -> State | None:
@@ -240,23 +250,6 @@ def with_pack(state: State, sid: int, j_split_step: int) -> State | None:
 MIN_LANES = 8
 
 
-def _block_read(op: ComputeOp, j: E.Var) -> bool:
-    """Whether some input is read with ``j`` alone as one index, ``j`` in no other index, and
-    without some other spatial axis (every output row of a tile reads the same block of it)."""
-    others = [a for a in op.axes if a is not j and a.extent > 1]
-    for n in E.post_order(op.body):
-        if not isinstance(n, E.TensorLoad):
-            continue
-        dims = [d for d, ix in enumerate(n.indices) if ix is j]
-        if len(dims) != 1:
-            continue
-        used = {id(v) for d, ix in enumerate(n.indices) if d != dims[0]
-                for v in E.post_order(ix) if isinstance(v, E.Var)}
-        if id(j) not in used and others and not all(id(a) in used for a in others):
-            return True
-    return False
-
-
 def lane_axis_order(state: State, sid: int) -> tuple[int, ...] | None:
     """The accumulator layout (``CacheWriteStep.axis_order``) that moves a channel axis innermost
     when the stage's own innermost axis fills vectors badly: a tiled reduction whose last axis is
@@ -271,7 +264,7 @@ def lane_axis_order(state: State, sid: int) -> tuple[int, ...] | None:
         return None
     best = None
     for p, a in enumerate(op.axes[:-1]):
-        if a.extent % MIN_LANES or a.extent < 2 * MIN_LANES or not _block_read(op, a):
+        if a.extent % MIN_LANES or a.extent < 2 * MIN_LANES or next(_block_reads(op, a), None) is None:
             continue
         if best is None or a.extent > op.axes[best].extent:
             best = p
