@@ -9,10 +9,10 @@ Rules are small classes with ``meet_condition`` (skip / apply / apply-and-skip-t
 ``apply`` (new states, each with the stage to visit next), tried in one ordered list from the last
 stage to the first, as in Ansor's CPU sketch policy: always-inline, add-rfactor, row-block dot
 product, lane reduction, lane-axis cache write, add-cache-write, multi-level tiling with fusion,
-multi-level tiling ("SSRSRS"), skip (the row-block, lane-reduction and lane-axis rules are ours: a
+multi-level tiling ("SSRSRS"), skip. The row-block, lane-reduction and lane-axis rules are ours: a
 matrix-vector product and a reduction without reuse, which Ansor's rules leave scalar, and an
-accumulator laid out channels-innermost when the output's own innermost axis is a poor vector). A user can add a rule by passing their
-own list to ``generate_sketches``.
+accumulator laid out channels-innermost when the output's own innermost axis is a poor vector
+length. A user can add a rule by passing their own list to ``generate_sketches``.
 """
 from __future__ import annotations
 
