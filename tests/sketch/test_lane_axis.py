@@ -106,3 +106,19 @@ def test_random_samples_of_the_channels_last_sketches_compute_the_reference():
     for state in pop:
         assert_matches_reference(ansor.build(state), dag, data,
                                  what=str([st.to_json() for st in state.steps]))
+
+
+@pytest.mark.parametrize("field", ["0231", [[0], 2, 3, 1], [0, 2, 3, 1, 4], [0, 2, 3, 10 ** 30],
+                                   [-1, 2, 3, 1], [0.0, 2, 3, 1]])
+def test_a_hostile_record_order_does_not_replay_and_says_why(field):
+    """A log is untrusted input: a CHW record whose order is not a permutation of the stage's
+    axes is refused with InvalidStepError (the record readers skip such a line) or, for a value
+    no step field may hold, a ValueError from parsing."""
+    dag = _conv_nchw()
+    try:
+        step = step_from_json(["CHW", 3, "local", field])
+    except ValueError as e:
+        assert "CHW" in str(e)
+        return
+    with pytest.raises(InvalidStepError, match="not a permutation"):
+        dag.replay([step])
