@@ -8,8 +8,8 @@ The steps, in order:
    fixed-size local array LLVM can keep in registers). See ``bound.py``.
 3. *Loop nests*: each stage's loops in its current order, the stages attached to a loop emitted at
    the top of that loop's body, the reduction's initialisation placed just outside its outermost
-   reduce loop, and explicit guards wherever a non-divisible split or a clamped region would step
-   outside the domain.
+   reduce loop of extent > 1, and explicit guards wherever a non-divisible split or a clamped
+   region would step outside the domain.
 4. *Auto-unroll*: the ``auto_unroll_max_step`` pragma marks small inner loop nests unrolled.
 5. *Peeling*: the guards of "peel" splits (and the region checks of stages computed inside a
    peeling stage) are hoisted so full tiles run without tests (``loop_partition.py``). A "shift"
@@ -373,6 +373,14 @@ class _Lowering:
         idx = self._store_index(k)
         init: L.Stmt | None = None
         first_red = next((p for p, lid in enumerate(s.leaves) if s.iters[lid].kind == "reduce"), None)
+        if first_red is not None:
+            # Reduce loops of extent 1 run once, so the identity store may go past them, inside the
+            # spatial loops they enclose: a tile's accumulators then start in registers instead of
+            # a zeroed block of memory being reloaded (multi-level tiles with a unit outer reduce
+            # split put the whole second spatial level between them).
+            first_red = next((p for p in range(first_red, len(s.leaves))
+                              if s.iters[s.leaves[p]].kind == "reduce" and c.ext[s.leaves[p]] != 1),
+                             first_red)
         if isinstance(body, E.Reduce):
             old = L.buffer_load(buf, idx)
             src = self._lower_expr(body.source, k)
