@@ -31,6 +31,7 @@ class SearchParams:
     mutation_prob: float = 0.85  # chance a selected parent is mutated (else copied unchanged)
     eps_greedy: float = 0.05  # share of each batch of candidates drawn at random, not by the model
     use_measured_ratio: float = 0.2  # share of the initial population taken from the best measured
+    family_quota: int = 8  # per round: measure the model's best of up to this many sketch families
     candidate_pool_factor: int = 2  # the evolution keeps num * this best states to choose from
     evolution_max_attempts_factor: int = 3  # per generation: at most population * this selections
     # -- initial population --
@@ -76,6 +77,8 @@ class SearchParams:
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"SearchParams.{name} must be in [0, 1], got {v}")
+        if self.family_quota < 0:
+            raise ValueError(f"SearchParams.family_quota must be >= 0, got {self.family_quota}")
         if not 0.0 <= self.max_tail_waste:
             raise ValueError(f"SearchParams.max_tail_waste must be >= 0, got {self.max_tail_waste}")
         if self.max_innermost_split_factor < 1 or not self.auto_unroll_steps:

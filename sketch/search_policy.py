@@ -5,7 +5,9 @@ schedules from the task's sketches by random annotation, add the best programs m
 evolve the population for a few generations under the cost model (parents drawn in proportion to
 their predicted score, children made by mutation), and hand back the model's favourites that have
 not been measured yet, with a small random share (epsilon-greedy) so that a wrong model cannot
-lock the search out of unexplored regions.
+lock the search out of unexplored regions. The model's best state of each sketch family (the
+stage-adding steps: cache write, pack, rfactor) is measured every round as well, so a pre-trained
+model's preference for one family cannot hide a family that is faster on this task.
 
 Every knob is in ``SearchParams``; the defaults are the published Ansor CPU parameters.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -67,6 +69,7 @@ class SketchPolicy:
             raise ValueError(f"no sketch for task {getattr(task, 'workload_key', task)!r}")
         self.last_round_stats: dict[str, Any] = {}
         self._evo_stats: dict[str, Any] = {}
+        self._family_heads: list[State] = []
 
     def _log(self, msg: str, *args: Any) -> None:
         (logger.info if self.verbose else logger.debug)(msg, *args)
@@ -160,6 +163,7 @@ class SketchPolicy:
             pop = nxt
         self._evo_stats = {"invalid": invalid, "mutated": mutated, "mutations": kinds}
         ranked = sorted(best.values(), key=lambda t: -t[0])
+        self._family_heads = _family_heads(s for _, s in ranked)
         return [s for _, s in ranked[:out_size]]
 
     # ---- the tuner's entry point -------------------------------------------------------------
@@ -225,6 +229,11 @@ class SketchPolicy:
                 into.append(s)
 
         best: list[State] = []
+        # Every sketch family's best state by the model is measured each round, so a family the
+        # model undervalues (it learned from other tasks, or from few samples) still gets
+        # measured and the online model learns what it is worth.
+        heads = self._family_heads[:max(0, min(p.family_quota, num - n_random))]
+        take(heads, len(heads), best)
         take(ranked, num - n_random, best)
         randoms = list(fresh)
         self.rng.shuffle(randoms)
@@ -243,6 +252,7 @@ class SketchPolicy:
             "measured_seeds": len(seeds),
             "num_candidates": len(chosen),
             "num_random": len(rand),
+            "num_families": len(self._family_heads),
             "invalid": sample_stats.get("invalid", 0) + self._evo_stats.get("invalid", 0)
             + lowering_failed,
             "sample_attempts": sample_stats.get("attempts", 0),
@@ -252,3 +262,23 @@ class SketchPolicy:
                   "in %.2f s (sampling %.2f s, evolution %.2f s)", len(chosen), len(rand),
                   len(fresh) + len(seeds), len(seeds), t3 - t0, t1 - t0, t2 - t1)
         return chosen
+
+
+# Steps that add a stage or change a buffer's layout: states with different sets of them come from
+# different sketches (or different packing choices), whatever their numbers.
+_FAMILY_TAGS = frozenset({"CHW", "CHR", "RF", "PK"})
+
+
+def sketch_family(state: State) -> tuple:
+    """The stage-adding steps of ``state`` (tag, stage, and for a cache write whether it permutes
+    the axes): what a mutation never changes, so it names the sketch a state descends from."""
+    return tuple((s.tag, s.stage_id, bool(getattr(s, "axis_order", ())))
+                 for s in state.steps if s.tag in _FAMILY_TAGS)
+
+
+def _family_heads(ranked: Iterable[State]) -> list[State]:
+    """The first state of each sketch family in ``ranked`` (best first), in that order."""
+    heads: dict[tuple, State] = {}
+    for s in ranked:
+        heads.setdefault(sketch_family(s), s)
+    return list(heads.values())

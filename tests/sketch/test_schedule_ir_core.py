@@ -94,8 +94,9 @@ class _Task:
         self.workload_key = dag.workload_key
 
 
-# sha256 of the step lists the run below proposed before the schedule IR was reorganised.
-_GOLDEN = "d9c239516e486a82cb8d7fa925783143"
+# sha256 of the step lists the run below proposes (last changed when each round began to measure
+# every sketch family's best; a change here must be a deliberate change of the search).
+_GOLDEN = "9146cccf38b9c24f362512d38e752aff"
 
 
 def _proposals() -> str:

@@ -12,7 +12,7 @@ from compute.ops import workloads as W
 from cost_model import CostModel, RandomModel
 from measure.target import host_hardware_params
 from sketch.init_population import lowers
-from sketch.search_policy import SearchParams, SketchPolicy
+from sketch.search_policy import SearchParams, SketchPolicy, sketch_family
 from sketch.transform_steps import SplitStep
 from tests.sketch.test_init_population import check_runs, hand_sketches, make_dag
 
@@ -155,6 +155,38 @@ def test_default_sketches_come_from_the_sketch_rules():
     assert pol.sketches
     out = pol.generate_measure_candidates(8, set(), [])
     assert len(out) == 8 and all(lowers(s) for s in out)
+
+
+class FamilyBiasedModel(CostModel):
+    """Scores every state with a cache write far above every state without one."""
+
+    def update(self, inputs, results):
+        return None
+
+    def predict(self, task, states):
+        return np.array([100.0 + len(s.steps) if any(st.tag == "CHW" for st in s.steps) else 0.01
+                         for s in states])
+
+
+@pytest.mark.parametrize("quota", [0, 8])
+def test_every_sketch_family_is_measured_each_round(quota):
+    # A pre-trained model can prefer one sketch family everywhere; the family it ranks last must
+    # still be measured each round (it is the faster one on some tasks: conv2d 1x1 in place).
+    params = dataclasses.replace(SMALL, eps_greedy=0.0, family_quota=quota)
+    pol = SketchPolicy(Task("matmul"), FamilyBiasedModel(), params, seed=0)
+    families = {sketch_family(s) for s in pol.sketches}
+    assert any(not any(tag == "CHW" for tag, *_ in f) for f in families) and len(families) >= 2
+    measured: set[str] = set()
+    for _ in range(2):
+        out = pol.generate_measure_candidates(8, measured, [])
+        in_place = [s for s in out if not any(st.tag == "CHW" for st in s.steps)]
+        # One per in-place family (with and without a packed input), the best the model saw.
+        assert bool(in_place) is bool(quota)
+        assert len({sketch_family(s) for s in in_place}) == len(in_place)
+        assert pol.last_round_stats["num_families"] >= 2
+        measured |= {s.canonical_key() for s in out}
+    with pytest.raises(ValueError, match="family_quota"):
+        SearchParams(family_quota=-1)
 
 
 class RejectingModel(CostModel):
