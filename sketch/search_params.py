@@ -32,6 +32,7 @@ class SearchParams:
     eps_greedy: float = 0.05  # share of each batch of candidates drawn at random, not by the model
     use_measured_ratio: float = 0.2  # share of the initial population taken from the best measured
     family_quota: int = 8  # per round: measure the model's best of up to this many sketch families
+    lead_family_share: float = 0.5  # of the model's picks: from the family of the best measured state
     candidate_pool_factor: int = 2  # the evolution keeps num * this best states to choose from
     evolution_max_attempts_factor: int = 3  # per generation: at most population * this selections
     # -- initial population --
@@ -73,7 +74,7 @@ class SearchParams:
             raise ValueError("population_size must be >= 1 and num_generations >= 0")
         for name in ("mutation_prob", "eps_greedy", "use_measured_ratio", "imperfect_split_prob",
                      "awkward_imperfect_split_prob", "shift_tail_prob", "pad_tail_prob",
-                     "register_tile_prob"):
+                     "register_tile_prob", "lead_family_share"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"SearchParams.{name} must be in [0, 1], got {v}")

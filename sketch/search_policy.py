@@ -69,7 +69,7 @@ class SketchPolicy:
             raise ValueError(f"no sketch for task {getattr(task, 'workload_key', task)!r}")
         self.last_round_stats: dict[str, Any] = {}
         self._evo_stats: dict[str, Any] = {}
-        self._family_heads: list[State] = []
+        self._family_ranked: dict[tuple, list[State]] = {}  # per sketch family, best first
 
     def _log(self, msg: str, *args: Any) -> None:
         (logger.info if self.verbose else logger.debug)(msg, *args)
@@ -163,7 +163,7 @@ class SketchPolicy:
             pop = nxt
         self._evo_stats = {"invalid": invalid, "mutated": mutated, "mutations": kinds}
         ranked = sorted(best.values(), key=lambda t: -t[0])
-        self._family_heads = _family_heads(s for _, s in ranked)
+        self._family_ranked = _by_family((s for _, s in ranked), out_size)
         return [s for _, s in ranked[:out_size]]
 
     # ---- the tuner's entry point -------------------------------------------------------------
@@ -232,9 +232,17 @@ class SketchPolicy:
         # Every sketch family's best state by the model is measured each round, so a family the
         # model undervalues (it learned from other tasks, or from few samples) still gets
         # measured and the online model learns what it is worth.
-        heads = self._family_heads[:max(0, min(p.family_quota, num - n_random))]
+        n_model = num - n_random
+        heads = [f[0] for f in self._family_ranked.values()][:max(0, min(p.family_quota, n_model))]
         take(heads, len(heads), best)
-        take(ranked, num - n_random, best)
+        # The family of the fastest program measured so far gets a share of the model's picks: a
+        # pre-trained model's preference between families comes from other tasks, and on this one
+        # the measurements have already said otherwise.
+        lead = sketch_family(best_states[0]) if best_states else None
+        if lead in self._family_ranked:
+            share = len(best) + int(p.lead_family_share * n_model)
+            take(self._family_ranked[lead], min(n_model, share), best)
+        take(ranked, n_model, best)
         randoms = list(fresh)
         self.rng.shuffle(randoms)
         rand: list[State] = []
@@ -252,7 +260,7 @@ class SketchPolicy:
             "measured_seeds": len(seeds),
             "num_candidates": len(chosen),
             "num_random": len(rand),
-            "num_families": len(self._family_heads),
+            "num_families": len(self._family_ranked),
             "invalid": sample_stats.get("invalid", 0) + self._evo_stats.get("invalid", 0)
             + lowering_failed,
             "sample_attempts": sample_stats.get("attempts", 0),
@@ -276,9 +284,12 @@ def sketch_family(state: State) -> tuple:
                  for s in state.steps if s.tag in _FAMILY_TAGS)
 
 
-def _family_heads(ranked: Iterable[State]) -> list[State]:
-    """The first state of each sketch family in ``ranked`` (best first), in that order."""
-    heads: dict[tuple, State] = {}
+def _by_family(ranked: Iterable[State], limit: int) -> dict[tuple, list[State]]:
+    """The first ``limit`` states of each sketch family in ``ranked`` (best first), families in the
+    order of their best state."""
+    out: dict[tuple, list[State]] = {}
     for s in ranked:
-        heads.setdefault(sketch_family(s), s)
-    return list(heads.values())
+        f = out.setdefault(sketch_family(s), [])
+        if len(f) < limit:
+            f.append(s)
+    return out

@@ -189,6 +189,21 @@ def test_every_sketch_family_is_measured_each_round(quota):
         SearchParams(family_quota=-1)
 
 
+@pytest.mark.parametrize("share", [0.0, 0.5])
+def test_the_family_of_the_best_measured_state_gets_its_share(share):
+    # The model prefers cache writes; the fastest measured program is in place: half of the
+    # model's picks then come from the in-place family (only the family heads without a share).
+    params = dataclasses.replace(SMALL, eps_greedy=0.0, lead_family_share=share, population_size=256)
+    pol = SketchPolicy(Task("matmul"), FamilyBiasedModel(), params, seed=0)
+    first = pol.generate_measure_candidates(16, set(), [])
+    fastest = next(s for s in first if not any(st.tag == "CHW" for st in s.steps))
+    out = pol.generate_measure_candidates(16, {s.canonical_key() for s in first}, [fastest])
+    lead = [s for s in out if sketch_family(s) == sketch_family(fastest)]
+    assert (len(lead) >= 8) is (share > 0) and len(lead) >= 1
+    with pytest.raises(ValueError, match="lead_family_share"):
+        SearchParams(lead_family_share=1.5)
+
+
 class RejectingModel(CostModel):
     """Rejects (NaN / -inf) every state whose first tile factor is odd; random otherwise."""
 
