@@ -7,7 +7,8 @@ their predicted score, children made by mutation), and hand back the model's fav
 not been measured yet, with a small random share (epsilon-greedy) so that a wrong model cannot
 lock the search out of unexplored regions. The model's best state of each sketch family (the
 stage-adding steps: cache write, pack, rfactor) is measured every round as well, so a pre-trained
-model's preference for one family cannot hide a family that is faster on this task.
+model's preference for one family cannot hide a family that is faster on this task, and half of the
+model's picks come from the family of the fastest program measured so far.
 
 Every knob is in ``SearchParams``; the defaults are the published Ansor CPU parameters.
 """
