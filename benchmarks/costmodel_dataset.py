@@ -72,6 +72,12 @@ TASKS: tuple[tuple[str, tuple, str], ...] = (
     # Ops the tuner trains on least: good held-out tasks for `ansor costmodel pretrain --holdout`.
     ("group_conv2d_nhwc", (1, 28, 28, 128, 128, 3, 3, 1, 1, 1, 4), "grouped 3x3, 4 groups"),
     ("conv2d_transpose_nhwc", (1, 8, 8, 256, 128, 4, 4, 2, 1), "transposed conv (decoder)"),
+    # Dense layers whose weight rows are a power of two of floats long: a pack that transposes a
+    # weight tile reads each lane from another row, all in one L1 set (appended last so the tasks
+    # above keep their seeds).
+    ("dense", (256, 1024, 4096), "BERT-large FFN down, 4096 -> 1024"),
+    ("dense_bias_gelu", (128, 4096, 1024), "BERT-large FFN up + GELU"),
+    ("dense", (64, 2048, 2048), "GPT-2 XL-sized projection, 2048 -> 2048"),
 )
 
 

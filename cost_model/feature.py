@@ -154,12 +154,15 @@ def _set_rows(step_bytes: np.ndarray, ext: np.ndarray, red: np.ndarray) -> np.nd
     reduction loop (a register tile's rows or columns, live together across every reduction step)
     whose accesses fall in the same L1 set. Rows 4 KiB apart all land in one set and evict each
     other once there are more of them than the cache has ways; strides and reuse cannot show it.
+    A statement without a reduction loop (a copy, a pack, an elementwise stage) is judged by its
+    innermost loop, whose iterations (a vector's lanes) run together: a pack that transposes a
+    tile reads each lane from another row, 4 KiB apart when the rows hold 1024 floats.
 
     ``step_bytes``: (B, nb, L) bytes the access moves per iteration of each loop; ``ext``: (B, L)
     extents; ``red``: (B, L) which loops are reductions. Returns (B, nb), at least 1."""
     B, nb, L = step_bytes.shape
     out = np.ones((B, nb))
-    last_red = np.where(red.any(axis=1), (L - 1) - np.argmax(red[:, ::-1], axis=1), L)
+    last_red = np.where(red.any(axis=1), (L - 1) - np.argmax(red[:, ::-1], axis=1), L - 2)
     inside = np.arange(L)[None, :] > last_red[:, None]  # (B, L)
     step = np.abs(step_bytes)
     cand = inside[:, None, :] & (ext > 1)[:, None, :] & (step >= CACHE_LINE)

@@ -7,8 +7,9 @@ computation counts, annotations, per-buffer blocks and the tail begin.
 """
 from __future__ import annotations
 
-FEATURE_VERSION = "ansor-py-features-4"  # 2: tested_share (split tails); 3: block-index regions floored
-# (packs); 4: set_rows (register-tile rows per L1 set)
+FEATURE_VERSION = "ansor-py-features-5"  # 2: tested_share (split tails); 3: block-index regions floored
+# (packs); 4: set_rows (register-tile rows per L1 set); 5: set_rows of stages without a reduction
+# (their innermost loop)
 CACHE_LINE = 64
 NUM_BUFFERS = 5  # buffers described per statement, most bytes first
 CURVE_POINTS = 10
@@ -62,8 +63,9 @@ _BUFFER_FEATURES = [
     ("lines_d_reuse_ct", "lines / reuse count"),
     ("unique_lines_d_reuse_ct", "unique lines / reuse count"),
     ("stride", "elements the index moves per step of the innermost loop that moves it"),
-    ("set_rows", "most iterations of one loop inside the innermost reduction loop whose accesses "
-     "share an L1 set (64 B lines, 4 KiB per way): a register tile's rows 4 KiB apart all collide"),
+    ("set_rows", "most iterations of one loop inside the innermost reduction loop (without one: of "
+     "the innermost loop) whose accesses share an L1 set (64 B lines, 4 KiB per way): a register "
+     "tile's rows, or a transposing pack's lanes, 4 KiB apart all collide"),
 ]
 _TAIL_FEATURES = (
     [(f"ai_curve_{i}", f"arithmetic intensity (flops / unique bytes) at loop depth {i} of "

@@ -114,6 +114,16 @@ def test_set_rows_is_one_without_loops_inside_the_reduction():
     assert _max_set_rows(s) == pytest.approx(1)
 
 
+@pytest.mark.parametrize("rows, expect", [(1024, 16), (1056, 1)])
+def test_set_rows_of_a_stage_without_reduction_counts_its_innermost_loop(rows, expect):
+    # A transposing copy: out[i, j] = A[j, i]. Its innermost loop (16 lanes of j) reads 16 rows of
+    # A, 4 KiB apart when A's rows hold 1024 floats (one L1 set), 4224 B apart with 1056.
+    dag = ansor.ComputeDAG(W.transpose((16, rows)))
+    s = dag.init_state()
+    worst = max(_value(s, "transpose", f"B{b}.set_rows") for b in range(5))
+    assert worst == pytest.approx(expect)
+
+
 POP_WORKLOADS = ["matmul", "matmul_relu", "conv2d_bias_relu", "softmax", "norm", "conv2d_nhwc"]
 
 
