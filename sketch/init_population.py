@@ -9,6 +9,7 @@ kind of number or annotation at random, State -> State, in Ansor's CPU order:
    of the vector lanes, such as primes), tile sizes that need not divide it, drawn from sizes that
    suit registers and vectors, with a tail strategy for the partial tile (``sample_split``);
 2. ``change_compute_location``: each movable stage goes to root, inline or a consumer's loop;
+   then a pack that transposes gets its copy blocked by cache lines (``pack_block``);
 3. ``annotate_parallel``: outer spatial loops of root stages are fused until they give every core
    enough work, then marked parallel;
 4. ``annotate_auto_unroll``: stages with reductions get an ``auto_unroll_max_step`` pragma;
@@ -36,6 +37,7 @@ from compute.tensor import ComputeOp
 
 from .loop_state import InvalidStepError, Memo, SplitRel, Stage, State, step_key
 from .lower import check_lowers, lower
+from .pack_block import block_transposing_packs
 from .replay import carry_trace, replay
 from .search_params import SearchParams
 from .transform_steps import AnnotationStep, FuseStep, PragmaStep, SplitStep, Step
@@ -132,8 +134,10 @@ def is_compute(stage: Stage) -> bool:
 
 def is_tiled(stage: Stage) -> bool:
     """Split by the sketch (multi-level tiling, a followed split, rfactor): its loop structure
-    and location belong to the sketch."""
-    return any(isinstance(r, SplitRel) for r in stage.relations)
+    and location belong to the sketch. Never a pack: the split of a transposing pack's copy is
+    the annotation's (``pack_block``), and its location stays the search's to choose."""
+    return (getattr(stage.op, "tag", None) != "pack"
+            and any(isinstance(r, SplitRel) for r in stage.relations))
 
 
 def has_reduce(stage: Stage) -> bool:
@@ -583,7 +587,8 @@ def annotate_vectorize(state: State, rng: random.Random, params: "SearchParams |
 
 # ---- the pipeline -------------------------------------------------------------------------------
 
-AFTER_FILL = (change_compute_location, annotate_parallel, annotate_auto_unroll, annotate_vectorize)
+AFTER_FILL = (change_compute_location, block_transposing_packs, annotate_parallel,
+              annotate_auto_unroll, annotate_vectorize)
 ANNOTATION_PIPELINE = (fill_tile_sizes,) + AFTER_FILL
 
 

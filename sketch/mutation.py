@@ -26,6 +26,7 @@ from .init_population import (UNROLL_PRAGMA, _default_params, compute_at_candida
                               imperfect_pool, imperfect_prob, is_tiled, needs_tiling,
                               sample_imperfect_lengths, split_tail, tail_waste)
 from .loop_state import InvalidStepError, Memo, State
+from .pack_block import is_pack_block_split
 from .replay import TRACE, replay, replay_edited
 from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep, PackStep,
                               FollowFusedSplitStep, FollowSplitStep, FuseStep, PragmaStep,
@@ -70,8 +71,10 @@ def _tile_moves(step: SplitStep, cap: int) -> list[tuple[int, int, int]]:
 
 
 def _tile_candidates(state: State) -> list[int]:
+    # A transposing pack's split is one cache line, a machine fact (module pack_block).
     return [i for i, s in enumerate(state.steps)
-            if isinstance(s, SplitStep) and s.extent > 1 and any(x > 1 for x in _split_parts(s)[0])]
+            if isinstance(s, SplitStep) and s.extent > 1 and any(x > 1 for x in _split_parts(s)[0])
+            and not is_pack_block_split(state, i)]
 
 
 def _imperfect_move(state: State, i: int, step: SplitStep, rng: random.Random,

@@ -2,7 +2,7 @@
 
 Its own module because the random annotation, the mutation and the search policy all read it, and
 the policy imports the other two. Machine facts are not knobs: ``num_cores`` and
-``max_vector_lanes`` default to the task's ``HardwareParams`` (``with_hardware``), and the search
+``max_vector_lanes`` (and ``cache_line_bytes``) default to the task's ``HardwareParams`` (``with_hardware``), and the search
 never asks the machine for them.
 """
 from __future__ import annotations
@@ -54,6 +54,10 @@ class SearchParams:
     # Sketches that also copy a tiled stage's reused input (a GEMM's B, a weight) into blocks of
     # the register tile's width, zero-padded (PackStep); False derives only the unpacked ones.
     pack_inputs: bool = True
+    # A pack that transposes (a dense weight packed along its rows) copies a cache line of each
+    # source row at a time, the lanes x line block unrolled (``pack_block``); False: lane by lane.
+    block_transposing_packs: bool = True
+    cache_line_bytes: int | None = None  # None = the machine's (HardwareParams; 64 if unknown)
     max_vector_lanes: int | None = None  # SIMD lanes of one register; None = the machine's
     num_vector_registers: int | None = None  # SIMD registers; None = the machine's (16 if unknown)
     # The share of samples whose tiled stages draw their register tile first (rows x vectors that
@@ -112,5 +116,7 @@ class SearchParams:
         return replace(self,
                        num_cores=hardware.num_cores if self.num_cores is None else self.num_cores,
                        num_vector_registers=regs,
+                       cache_line_bytes=(hardware.cache_line_bytes if self.cache_line_bytes is None
+                                         else self.cache_line_bytes),
                        max_vector_lanes=(hardware.vector_lanes if self.max_vector_lanes is None
                                          else self.max_vector_lanes))

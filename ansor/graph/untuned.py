@@ -35,6 +35,7 @@ from sketch.init_population import (annotate_auto_unroll, annotate_parallel,
                                     annotate_vectorize, divisors, has_reduce, is_compute, is_placeholder_split,
                                     is_tiled, lowers, needs_tiling, sample_initial_population)
 from sketch.loop_state import InvalidStepError, State
+from sketch.pack_block import block_transposing_packs
 from sketch.replay import replay
 from sketch.search_policy import SearchParams
 from sketch.sketch_rules import generate_sketches
@@ -176,7 +177,7 @@ def untuned_schedule(dag: ComputeDAG, seed: int = 0,
         sketches = []
     for sketch in sketches[:2]:
         try:
-            state = _locate(_fill(sketch, params, hw))
+            state = block_transposing_packs(_locate(_fill(sketch, params, hw)), rng, params)
             for fn in (annotate_parallel, annotate_auto_unroll, annotate_vectorize):
                 state = fn(state, rng, params)
         except InvalidStepError:
