@@ -26,7 +26,7 @@ from .init_population import (UNROLL_PRAGMA, _default_params, compute_at_candida
                               imperfect_pool, imperfect_prob, is_tiled, needs_tiling,
                               sample_imperfect_lengths, split_tail, tail_waste)
 from .loop_state import InvalidStepError, Memo, State
-from .pack_block import is_pack_block_split
+from .pack_block import block_transposing_packs, is_pack_block_split
 from .replay import TRACE, replay, replay_edited
 from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep, PackStep,
                               FollowFusedSplitStep, FollowSplitStep, FuseStep, PragmaStep,
@@ -325,9 +325,12 @@ def mutate(state: State, rng: random.Random, params: "SearchParams | None" = Non
         raise InvalidStepError("nothing to mutate")
     total = sum(w for _, _, w in options)
     r = rng.random() * total
-    for name, fn, w in options:
-        r -= w
+    chosen = options[-1]
+    for option in options:
+        r -= option[2]
         if r < 0:
-            return fn(state, rng, params), name
-    name, fn, _ = options[-1]
-    return fn(state, rng, params), name
+            chosen = option
+            break
+    name, fn, _ = chosen
+    # A pack sampled with one lane was left unblocked; a new tile can give it lanes (pack_block).
+    return block_transposing_packs(fn(state, rng, params), rng, params), name

@@ -11,7 +11,8 @@ import ansor
 from compute.ops import workloads as W
 from measure.target import host_hardware_params
 from sketch.init_population import sample_initial_population
-from sketch.mutation import _tile_candidates, mutate_tile_size
+from sketch.loop_state import InvalidStepError
+from sketch.mutation import _tile_candidates, mutate, mutate_tile_size
 from sketch.pack_block import is_pack_block_split, transposes
 from sketch.search_params import SearchParams
 from sketch.sketch_rules import generate_sketches
@@ -115,3 +116,27 @@ def test_mutation_leaves_the_line_block_alone():
             st = _pack_stage(state)
             if st.op.axes[-1].extent > 1:  # the reader's tile (the lanes) may have moved to 1
                 assert st.iters[st.leaves[-1]].extent == 16
+
+
+def test_a_pack_that_mutation_gives_lanes_is_blocked_too():
+    """A sample whose pack has one lane is left unblocked; once a mutated tile gives it lanes,
+    the child's copy is blocked like a sampled one (unless the sample fused the copy's loops)."""
+    dag = ansor.ComputeDAG(W.dense(8, 48, 64))
+    params = SearchParams().with_hardware(host_hardware_params())
+    # one lane, loops as the copy's axes (not fused into a vector with the row: that one stays)
+    ones = [s for s in _packed_samples(dag, 32) if _pack_stage(s).op.axes[-1].extent == 1
+            and tuple(_pack_stage(s).leaves) == tuple(range(len(_pack_stage(s).op.axes)))]
+    assert ones
+    rng = random.Random(1)
+    grown = 0
+    for state in ones:
+        for _ in range(30):
+            try:
+                child, _ = mutate(state, rng, params)
+            except InvalidStepError:
+                continue
+            st = _pack_stage(child)
+            if st.op.axes[-1].extent > 1:
+                grown += 1
+                assert [st.iters[i].annotation for i in st.leaves[-2:]] == ["unroll", "unroll"]
+    assert grown
