@@ -6,8 +6,9 @@ lane comes from another weight row, K elements away. With a power-of-two K those
 apart, so all v lines fall in the same L1 set; past the cache's associativity (8 on Zen) they
 evict each other before the next element of the same line is read, and every element is a miss.
 Measured on dense 128x1024x1024 + bias + relu (Zen 4): a 32-lane pack made a schedule 2.6x slower
-than the same schedule with this blocked copy, and the best programs of a 200-trial search (8- and
-16-lane packs) ran 7-11% faster with it.
+than the same schedule with this blocked copy, and the 8 best programs of three 200-trial searches
+(8- and 16-lane packs) ran 1.04-1.21x faster with it
+(``benchmarks/published/2026-11-26-znver4-pack-block/``).
 
 So the random annotation gives every pack that transposes (the packed dimension is not the
 source's last, contiguous one) a fixed loop structure: the source's last dimension split into
@@ -30,14 +31,15 @@ from compute.dtype import nbytes
 from compute.tensor import ComputeOp
 
 from .loop_state import InvalidStepError, SplitRel, Stage, State
-from .transform_steps import AnnotationStep, ReorderStep, SplitStep
+from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, PackStep, ReorderStep,
+                              RfactorStep, SplitStep)
 
 if TYPE_CHECKING:
     from .search_params import SearchParams
 
 # Steps that insert stages (stage ids of earlier steps shift); a split after the last of them
 # names the stage of the final state.
-_NEW_STAGE_TAGS = ("CHW", "CHR", "PK", "RF")
+_NEW_STAGE_STEPS = (CacheWriteStep, CacheReadStep, PackStep, RfactorStep)
 
 
 def transposes(op: object) -> bool:
@@ -94,10 +96,10 @@ def block_transposing_packs(state: State, rng: random.Random | None = None,
 def is_pack_block_split(state: State, index: int) -> bool:
     """Whether ``state.steps[index]`` is the split ``block_transposing_packs`` made."""
     step = state.steps[index]
-    if not isinstance(step, SplitStep):
+    if not isinstance(step, SplitStep) or not 0 <= step.stage_id < len(state.stages):
         return False
-    if any(s.tag in _NEW_STAGE_TAGS for s in state.steps[index + 1:]):
-        return False  # stage ids shifted since: not one of ours (those come after every new stage)
-    if not 0 <= step.stage_id < len(state.stages):
+    if not transposes(state.stages[step.stage_id].op):
         return False
-    return transposes(state.stages[step.stage_id].op)
+    # A split before a step that inserts a stage names a stage id that has shifted since: not
+    # one of ours (those come after every new stage).
+    return not any(isinstance(s, _NEW_STAGE_STEPS) for s in state.steps[index + 1:])
