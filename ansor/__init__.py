@@ -7,11 +7,13 @@ JSON lines (``RecordToFile``, ``load_records``, ``best_record``, ``distill``). T
 schedules by itself: ``SearchTask(func=..., args=...).tune(TuningOptions(...))`` returns a
 ``TuneResult``. Whole networks: ``ansor.networks.get(name)`` and ``ansor.frontend.from_onnx(path)``
 give an ``ansor.graph.Graph``, run by the numpy reference ``ansor.graph.run``; ``TaskScheduler``
-tunes a network's tasks (``extract_tasks``) with one trial budget.
+tunes a network's tasks (``extract_tasks``) with one trial budget. Kernels are tuned on
+64-byte-aligned arrays; ``aligned_empty``/``aligned_zeros`` give a caller the same placement.
 """
 from compute import te
 from compute.compute_dag import ComputeDAG
 from compute.workload_registry import make_workload, register_workload
+from measure.buffers import aligned_empty, aligned_zeros
 from measure.builder import LocalBuilder
 from measure.local import measure_batch
 from measure.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
@@ -31,7 +33,7 @@ from .task_scheduler import (LogEstimatedLatency, PrintTableInfo, TaskFilter,  #
                              TaskScheduler, TaskSchedulerCallback)
 
 __all__ = [
-    "BuildResult", "ComputeDAG", "HardwareParams",
+    "BuildResult", "ComputeDAG", "aligned_empty", "aligned_zeros", "HardwareParams",
     "InvalidStepError", "Iterator", "LocalBuilder", "LocalRunner",
     "MeasureErrorNo", "MeasureInput", "MeasureResult", "NoRecordError", "RecordToFile",
     "SearchTask", "Stage", "State", "TuneResult", "TuningOptions", "best_record", "build",

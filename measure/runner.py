@@ -9,7 +9,8 @@ What one measurement does, in the worker:
 
 1. arguments: the workload's inputs are random (``compute.reference.random_inputs``, fixed seed,
    generated once per workload and copied per candidate so a stray write cannot leak into the next
-   candidate), outputs are zero-filled; no candidate ever reads uninitialised memory;
+   candidate), outputs are zero-filled; no candidate ever reads uninitialised memory; every
+   argument starts on a 64-byte boundary (``measure.buffers``), as in a compiled network;
 2. with ``check_correctness``, the first call's outputs are compared with the numpy reference
    (computed once per workload, outside any candidate's timeout): WRONG_ANSWER on mismatch;
 3. warm-up: the kernel runs for ``warmup_ms`` (an idle vCPU here runs ~2.5x slower for the first
@@ -34,6 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .buffers import aligned_copy, aligned_zeros
 from .builder import progress_mark
 from .checks import (MAX_TIMEOUT_S, check_count, check_memory_limit_gb, check_nonnegative,
                      check_seconds)
@@ -93,22 +95,10 @@ def prepare_job(key: str, dag_json: dict, check: bool) -> str | None:
     return _workload(key, dag_json, check).reference_error
 
 
-# Where the runner puts an output's first byte within a cache line. numpy guarantees 16-byte
-# alignment, and its arrays sit anywhere on the line: a schedule whose threads write parts of one
-# output line (two threads splitting a 64-column row at column 32) is up to 3x slower when the
-# array is not 64-byte aligned (false sharing on every row). Measuring on the worst placement a
-# caller's array can have steers the search away from such schedules; an aligned placement
-# would rank them by their luckiest case.
-OUTPUT_LINE_OFFSET = 16
-
-
-def output_zeros(shape: Sequence[int], dtype: Any, line_offset: int = OUTPUT_LINE_OFFSET) -> np.ndarray:
-    """Zeros of ``shape`` whose data starts ``line_offset`` bytes past a 64-byte boundary."""
-    dtype = np.dtype(dtype)
-    n = math.prod(shape)
-    raw = np.zeros(n * dtype.itemsize + 128, dtype=np.uint8)
-    start = (line_offset - raw.ctypes.data) % 64
-    return raw[start:start + n * dtype.itemsize].view(dtype).reshape(shape)
+def output_zeros(shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """Zeros of ``shape`` on a 64-byte boundary (``measure.buffers``), as a compiled network and
+    the benchmarks allocate them: a candidate is timed where its buffers will be."""
+    return aligned_zeros(shape, dtype)
 
 
 def _arguments(w: _Workload, specs: Sequence[Any], packed: Sequence[Any] = ()
@@ -131,9 +121,9 @@ def _arguments(w: _Workload, specs: Sequence[Any], packed: Sequence[Any] = ()
                 if arr is None:
                     arr = w.packed[p] = pack_array(src, p)
                     arr.flags.writeable = False
-                args.append(arr.copy())
+                args.append(aligned_copy(arr))
             else:
-                args.append(src.copy())
+                args.append(aligned_copy(src))
         else:
             out = output_zeros(t.shape, t.dtype)
             args.append(out)

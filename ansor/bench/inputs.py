@@ -13,7 +13,7 @@ from compute.compute_dag import ComputeDAG
 from compute.reference import random_inputs
 from compute.tensor import ComputeOp
 from compute.workload_registry import get_workload_func, make_workload
-from measure.runner import output_zeros
+from measure.buffers import aligned_copy, aligned_zeros
 
 INPUT_SEED = 0
 
@@ -37,11 +37,11 @@ def make_inputs(dag: ComputeDAG) -> list:
 
 def kernel_arrays(dag: ComputeDAG) -> list:
     """A kernel's arguments in ``dag.tensors`` order: the random inputs, zeroed outputs (the
-    last is the workload's output), placed 16 bytes past a cache-line boundary as the tuner
-    measures them (``measure.runner.OUTPUT_LINE_OFFSET``): a timing does not depend on where
-    this process's allocator happened to put them."""
+    last is the workload's output), each on a 64-byte boundary as the tuner measures them and a
+    compiled network allocates them: a timing does not depend on where this process's allocator
+    happened to put them (numpy guarantees 16 bytes)."""
     inputs = iter(make_inputs(dag))
-    return [output_zeros(t.shape, t.dtype) if isinstance(t.op, ComputeOp) else next(inputs)
+    return [aligned_zeros(t.shape, t.dtype) if isinstance(t.op, ComputeOp) else aligned_copy(next(inputs))
             for t in dag.tensors]
 
 

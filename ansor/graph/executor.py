@@ -39,6 +39,7 @@ import numpy as np
 
 from compute import dtype as dt
 from compute.compute_dag import ComputeDAG
+from measure.buffers import aligned_copy, aligned_zeros, is_aligned
 from sketch.layout_rewrite import pack_array
 from sketch.search_params import SearchParams
 
@@ -435,18 +436,18 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
 
 
 def _materialise(specs: list[tuple], consts: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-    """The arrays of buffer ``specs``: ``("input", shape, dtype)``, ``("alloc", size, dtype)``
+    """The arrays of buffer ``specs``, each on a 64-byte boundary (``measure.buffers``: where the
+    tuner timed the kernels): ``("input", shape, dtype)``, ``("alloc", size, dtype)``
     (flat), ``("const", key)`` (``consts[key]``), ``("view", buffer, shape)`` (the first elements of
     that buffer, row-major)."""
     out: list[np.ndarray] = []
     for spec in specs:
         kind = spec[0]
-        if kind == "input":
-            out.append(np.zeros(spec[1], dt.to_numpy(spec[2])))
-        elif kind == "alloc":
-            out.append(np.zeros(spec[1], dt.to_numpy(spec[2])))
+        if kind in ("input", "alloc"):
+            out.append(aligned_zeros(spec[1], dt.to_numpy(spec[2])))
         elif kind == "const":
-            out.append(np.require(consts[spec[1]], requirements="C"))  # keeps 0-d arrays 0-d
+            c = np.asarray(consts[spec[1]])
+            out.append(c if c.flags.c_contiguous and is_aligned(c) else aligned_copy(c))
         else:
             flat = out[spec[1]].reshape(-1)  # a view: every buffer is C-contiguous
             out.append(flat[:int(np.prod(spec[2]))].reshape(spec[2]))

@@ -1,18 +1,45 @@
-"""The runner's output arrays: zeros placed 16 bytes past a cache line, as numpy may place a
-caller's array, so a schedule whose threads share an output line is measured at its worst."""
+"""Aligned host arrays (``measure.buffers``): the runner's arguments, a kernel's random arguments,
+a compiled network's buffers and the benchmark's arrays all start on a 64-byte boundary, so a
+kernel is timed where it will run and a timing does not depend on the allocator's whim."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from measure.runner import OUTPUT_LINE_OFFSET, output_zeros
+from measure.buffers import ALIGN_BYTES, aligned_copy, aligned_empty, aligned_zeros, is_aligned
+from measure.runner import output_zeros
 
 
-@pytest.mark.parametrize("shape,dtype", [((8, 77, 64), "float32"), ((3,), "int8"), ((5, 7), "float64")])
-def test_output_zeros_start_past_a_line_boundary(shape, dtype):
+@pytest.mark.parametrize("shape,dtype", [((8, 77, 64), "float32"), ((3,), "int8"), ((5, 7), "float64"),
+                                         ((), "float32"), ((0, 4), "float32")])
+def test_aligned_arrays_start_on_a_line(shape, dtype):
     for _ in range(5):
-        a = output_zeros(shape, dtype)
-        assert a.shape == shape and a.dtype == np.dtype(dtype) and not a.any()
-        assert a.ctypes.data % 64 == OUTPUT_LINE_OFFSET
-        assert a.flags.c_contiguous and a.flags.writeable
-        a[...] = 1  # the whole array is writable memory
+        for a in (aligned_zeros(shape, dtype), output_zeros(shape, dtype), aligned_empty(shape, dtype)):
+            assert a.shape == shape and a.dtype == np.dtype(dtype)
+            assert is_aligned(a) and (a.size == 0 or a.ctypes.data % ALIGN_BYTES == 0)
+            assert a.flags.c_contiguous and a.flags.writeable
+            a[...] = 1  # the whole array is writable memory
+        assert not aligned_zeros(shape, dtype).any()
+
+
+def test_aligned_copy_keeps_values_shape_and_dtype():
+    src = np.arange(2 * 3 * 5, dtype=np.int16).reshape(2, 3, 5)[:, ::-1]  # not contiguous
+    c = aligned_copy(src)
+    assert is_aligned(c) and c.flags.c_contiguous and c.dtype == src.dtype
+    np.testing.assert_array_equal(c, src)
+    assert is_aligned(aligned_empty(7, "float32", align=4096), 4096)
+    with pytest.raises(ValueError, match="power of two"):
+        aligned_empty(3, align=48)
+
+
+def test_kernel_random_args_are_aligned():
+    from compute import te
+    from compute.compute_dag import ComputeDAG
+    from measure.kernel import build_func
+    from sketch.lower import lower
+
+    a = te.placeholder((33, 17), name="A")
+    b = te.compute((33, 17), lambda i, j: a[i, j] * 2.0, name="B")
+    k = build_func(lower(ComputeDAG([a, b]).init_state()))
+    for arr in k.random_args():
+        assert is_aligned(arr)
