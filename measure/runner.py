@@ -95,12 +95,6 @@ def prepare_job(key: str, dag_json: dict, check: bool) -> str | None:
     return _workload(key, dag_json, check).reference_error
 
 
-def output_zeros(shape: Sequence[int], dtype: Any) -> np.ndarray:
-    """Zeros of ``shape`` on a 64-byte boundary (``measure.buffers``), as a compiled network and
-    the benchmarks allocate them: a candidate is timed where its buffers will be."""
-    return aligned_zeros(shape, dtype)
-
-
 def _arguments(w: _Workload, specs: Sequence[Any], packed: Sequence[Any] = ()
                ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(all kernel arguments in order, the outputs among them). ``packed``: the arguments the
@@ -125,7 +119,7 @@ def _arguments(w: _Workload, specs: Sequence[Any], packed: Sequence[Any] = ()
             else:
                 args.append(aligned_copy(src))
         else:
-            out = output_zeros(t.shape, t.dtype)
+            out = aligned_zeros(t.shape, t.dtype)
             args.append(out)
             outs.append(out)
     if len(args) != len(specs):
