@@ -26,6 +26,8 @@ def aligned_empty(shape: Sequence[int] | int, dtype: Any = "float32", align: int
     if align <= 0 or align & (align - 1):
         raise ValueError(f"aligned_empty: align must be a positive power of two, got {align}")
     shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
+    if any(n < 0 for n in shape):
+        raise ValueError(f"aligned_empty: negative dimension in shape {list(shape)}")
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + align, dtype=np.uint8)

@@ -29,6 +29,8 @@ def test_aligned_copy_keeps_values_shape_and_dtype():
     assert is_aligned(aligned_empty(7, "float32", align=4096), 4096)
     with pytest.raises(ValueError, match="power of two"):
         aligned_empty(3, align=48)
+    with pytest.raises(ValueError, match="negative dimension"):
+        aligned_zeros((4, -1))
 
 
 def test_kernel_random_args_are_aligned():
