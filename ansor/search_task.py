@@ -33,9 +33,16 @@ from compute.workload_registry import (args_to_json, canonical_args, get_workloa
 from measure.target import host_hardware_params
 from sketch.hardware import HardwareParams
 from sketch.layout_rewrite import check_positions
+from sketch.search_params import SearchParams
 
 from .task_records import NoRecordError, best_of_task, describe_missing
 from .tuning import TuneResult, TuningOptions, tune_task
+
+# The zero-trial pick's search: twice the generations of a tuning round. A pick has no
+# measurement to correct it, so it should be the model's maximum, not a local one: on layer_norm
+# 1024x1024 (seeds 1-6) four generations stopped at model scores 0.775-0.831 and eight reached
+# 0.803-0.839; the 0.775 pick ran 2.5x slower than the tuned best.
+GUESS_SEARCH = SearchParams(num_generations=8)
 
 if TYPE_CHECKING:
     from cost_model.cost_model import CostModel
@@ -197,12 +204,13 @@ class SearchTask:
     def best_guess(self, cost_model: "CostModel | None" = None, search_params: Any | None = None,
                    seed: int = 0) -> "State":
         """A schedule without measuring anything: the state the cost model ranks first after one
-        round of the search (sampling and evolution), which lowers.
+        search (sampling and ``GUESS_SEARCH``'s generations of evolution), which lowers.
 
         ``cost_model`` defaults to the pre-trained model shipped in the package
         (``ansor costmodel info``); ValueError if there is none to guess with (an untrained
-        model would pick at random). ``search_params``: the search's ``SearchParams`` (e.g. a
-        smaller ``population_size`` for a faster guess). Deterministic for a given seed.
+        model would pick at random). ``search_params``: the search's ``SearchParams`` (default
+        ``GUESS_SEARCH``; e.g. a smaller ``population_size`` for a faster guess). Deterministic
+        for a given seed.
         """
         from cost_model.lgbm_model import LGBModel  # noqa: PLC0415
         from sketch.search_policy import SketchPolicy  # noqa: PLC0415
@@ -214,7 +222,8 @@ class SearchTask:
             raise ValueError(f"best_guess of {self.desc}: the cost model is untrained (no pre-trained "
                              "model: ANSOR_PRETRAINED_MODEL=none or a package without one); give a "
                              "trained cost_model, or tune the task")
-        policy = SketchPolicy(self, model, params=search_params, seed=seed)
+        params = search_params if search_params is not None else GUESS_SEARCH
+        policy = SketchPolicy(self, model, params=params, seed=seed)
         policy.params = dataclasses.replace(policy.params, eps_greedy=0.0)  # the model's pick only
         found = policy.generate_measure_candidates(1, frozenset(), [])
         if not found:

@@ -181,6 +181,7 @@ def test_cli_pretrain_and_info(records, tmp_path, capsys, monkeypatch):
 
 
 def test_best_guess_is_the_models_pick_without_measuring(model_file, monkeypatch):
+    from ansor import search_task
     from sketch.search_policy import SearchParams
 
     monkeypatch.setenv(P.ENV, str(model_file))
@@ -193,6 +194,20 @@ def test_best_guess_is_the_models_pick_without_measuring(model_file, monkeypatch
     c = np.zeros((64, 96), np.float32)
     ansor.build(s)(a, b, c)
     assert np.allclose(c, a @ b, rtol=1e-4)
+    # without search_params the guess searches with GUESS_SEARCH (small here, to stay fast)
+    import sketch.search_policy as sp
+
+    seen = []
+
+    class Spy(sp.SketchPolicy):
+        def __init__(self, *a, **kw):
+            seen.append(kw.get("params"))
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(sp, "SketchPolicy", Spy)
+    monkeypatch.setattr(search_task, "GUESS_SEARCH", params)
+    assert task.best_guess(seed=1).canonical_key() == s.canonical_key()
+    assert seen == [params]
     monkeypatch.setenv(P.ENV, "none")
     with pytest.raises(ValueError, match="the cost model is untrained"):
         task.best_guess(search_params=params)
