@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import time
+import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -20,6 +22,7 @@ from compute import loop_ir as L
 
 from . import runtime, target
 from .codegen import NUM_THREADS_GLOBAL, codegen, kernel_symbol, written_buffers
+from .codegen.workspace import WORKSPACE_RELEASE
 from .buffers import aligned_copy, aligned_zeros
 
 
@@ -99,6 +102,13 @@ class Kernel:
         self._nthreads.value = runtime.num_threads()
         self._optimized_ir: str | None = None
         self._assembly: str | None = None
+        self._workspaces: weakref.finalize | None = None
+        release = self._engine.get_function_address(WORKSPACE_RELEASE)
+        if release:
+            # The cached heap workspaces (codegen.workspace) are freed when the kernel goes, while
+            # the engine that holds the release function's code is still alive.
+            self._workspaces = weakref.finalize(
+                self, _release_workspaces, ctypes.CFUNCTYPE(None)(release), self._engine)
 
     # ---- introspection ---------------------------------------------------------------------
     @property
@@ -239,6 +249,11 @@ class Kernel:
                 fn(*ptrs)
             times.append((time.perf_counter() - t0) / number)
         return float(np.median(times))
+
+
+def _release_workspaces(release: Any, engine: Any) -> None:
+    release()
+    del engine  # held until now: the code of ``release`` lives in it
 
 
 def load(compiled: CompiledObject) -> Kernel:

@@ -30,8 +30,9 @@ Design, in short:
   caller runs ``GOMP_parallel(tramp, closure, @__ansor_num_threads, 0)``.
 - ``Allocate``: buffers up to 64 KiB become entry-block allocas of the enclosing function (so
   SROA/mem2reg can keep small accumulators in registers, and each parallel worker gets its own);
-  larger ones are ``aligned_alloc``'d at function entry and freed at the exit (a padded conv
-  input of ~1 MB would overflow a worker thread's stack).
+  larger ones are heap workspaces taken at function entry and given back at the exit (a padded
+  conv input of ~1 MB would overflow a worker thread's stack), cached per site across calls
+  (``workspace``): allocating and freeing them per call cost page faults on every call.
 - Float ``fadd``/``fsub``/``fmul`` carry ``contract`` so multiply-add becomes FMA. The one other
   fast-math flag is ``reassoc`` on the combining operation of a reduction update
   (``acc[i] = acc[i] + x``): the order of a sum is unspecified (numpy itself sums pairwise), and

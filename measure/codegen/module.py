@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import intrinsics as I
 from .. import target
 from .names import NUM_THREADS_GLOBAL
+from .workspace import Workspaces
 
 
 class _Module:
@@ -21,6 +22,7 @@ class _Module:
         self.metadata: list[str] = []
         self._md = 0
         self._par = 0
+        self.workspaces = Workspaces()
 
     def declare(self, sym: str, text: str) -> None:
         self.decls.setdefault(sym, text)
@@ -49,6 +51,7 @@ class _Module:
         out += list(self.decls.values())
         out.append("")
         out += self.functions
+        out += self.workspaces.definitions(self.attr_group)
         out.append(self.math.definitions())
         out.append(f"attributes {self.attr_group} = {{ {self.attrs} }}")
         out += self.metadata

@@ -84,8 +84,10 @@ class Statements(Emitter):
             padded = (nbytes + 63) // 64 * 64  # aligned_alloc wants a multiple of the alignment
             self.mod.declare("aligned_alloc", "declare noalias ptr @aligned_alloc(i64, i64) nounwind")
             self.mod.declare("free", "declare void @free(ptr) nounwind")
-            self.entry.append(f"  {name} = call noalias ptr @aligned_alloc(i64 64, i64 {padded})")
-            self.exit.insert(0, f"  call void @free(ptr {name})")
+            # Cached across calls (codegen.workspace): a fresh allocation per call page-faults.
+            slots = self.mod.workspaces.site()
+            self.entry.append(self.mod.workspaces.take(name, slots, padded))
+            self.exit.insert(0, self.mod.workspaces.give(slots, name))
         prev = self.buffers.get(b.uid)
         self.buffers[b.uid] = (b, name)
         self.stmt(s.body)

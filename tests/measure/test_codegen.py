@@ -434,7 +434,7 @@ def test_allocate_large_global_temporary(par):
         p = E.var("p")
         body = L.For(p, 2, "parallel", body)
     k = build_func(L.PrimFunc("bigtmp", (A, Out), body))
-    assert "aligned_alloc" in k.llvm_ir and "@free" in k.llvm_ir
+    assert "call noalias ptr @__ansor_ws_take" in k.llvm_ir  # cached across calls
     a = RNG.standard_normal((R, C)).astype(np.float32)
     np.testing.assert_array_equal(run(k, a), a[::-1] * 2 + 1)
 
