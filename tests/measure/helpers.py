@@ -54,3 +54,18 @@ def ulp_error(got: np.ndarray, ref: np.ndarray, dtype: type) -> np.ndarray:
     same = (g == ref) | (np.isnan(g) & np.isnan(ref)) | (np.isinf(r) & (g == r))
     err = np.where(same, 0.0, err)
     return np.where(np.isnan(err), np.inf, err)
+
+
+def two_pass(rows: int, cols: int, parallel: bool) -> L.PrimFunc:
+    """Out[i, j] = 2 * A[rows-1-i, j] + 1 through a temporary T of rows x cols floats."""
+    A = L.Buffer("A", (rows, cols), "float32")
+    Out = L.Buffer("Out", (rows, cols), "float32")
+    T = L.Buffer("T", (rows, cols), "float32")
+    i, j, i2, j2 = E.var("i"), E.var("j"), E.var("i2"), E.var("j2")
+    fill = L.For(i, rows, "serial", L.For(j, cols, "vectorized", L.Store(T, (i, j), A.load(i, j) * 2.0)))
+    use = L.For(i2, rows, "serial", L.For(j2, cols, "vectorized",
+                                         L.Store(Out, (i2, j2), T.load(rows - 1 - i2, j2) + 1.0)))
+    body: L.Stmt = L.Allocate(T, L.seq(fill, use))
+    if parallel:
+        body = L.For(E.var("p"), 4, "parallel", body)
+    return L.PrimFunc("two_pass", (A, Out), body)

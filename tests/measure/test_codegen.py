@@ -16,7 +16,7 @@ from compute import loop_ir as L
 from measure.codegen import codegen
 from measure.kernel import build_func
 
-from .helpers import elementwise, run, tiled_elementwise
+from .helpers import elementwise, run, tiled_elementwise, two_pass
 
 RNG = np.random.default_rng(1234)
 NUMERIC = ["float32", "float64", "int8", "uint8", "int32", "int64"]
@@ -422,18 +422,7 @@ def test_allocate_local_accumulator():
 def test_allocate_large_global_temporary(par):
     # 128 x 256 float32 = 128 KiB > 64 KiB: heap, not stack (also inside a parallel worker).
     R, C = 128, 256
-    A = L.Buffer("A", (R, C), "float32")
-    Out = L.Buffer("Out", (R, C), "float32")
-    T = L.Buffer("T", (R, C), "float32")
-    i, j, i2, j2 = E.var("i"), E.var("j"), E.var("i2"), E.var("j2")
-    fill = L.For(i, R, "serial", L.For(j, C, "vectorized", L.Store(T, (i, j), A.load(i, j) * 2.0)))
-    use = L.For(i2, R, "serial", L.For(j2, C, "serial",
-                                       L.Store(Out, (i2, j2), T.load(R - 1 - i2, j2) + 1.0)))
-    body: L.Stmt = L.Allocate(T, L.seq(fill, use))
-    if par:
-        p = E.var("p")
-        body = L.For(p, 2, "parallel", body)
-    k = build_func(L.PrimFunc("bigtmp", (A, Out), body))
+    k = build_func(two_pass(R, C, par))
     assert "call noalias ptr @__ansor_ws_take" in k.llvm_ir  # cached across calls
     a = RNG.standard_normal((R, C)).astype(np.float32)
     np.testing.assert_array_equal(run(k, a), a[::-1] * 2 + 1)

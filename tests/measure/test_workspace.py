@@ -10,26 +10,9 @@ import threading
 import numpy as np
 import pytest
 
-from compute import expr as E
-from compute import loop_ir as L
 from measure.kernel import build_func
 
-from .helpers import run
-
-
-def _two_pass(rows: int, cols: int, parallel: bool) -> L.PrimFunc:
-    """Out[i, j] = 2 * A[rows-1-i, j] + 1 through a temporary T of rows x cols floats."""
-    A = L.Buffer("A", (rows, cols), "float32")
-    Out = L.Buffer("Out", (rows, cols), "float32")
-    T = L.Buffer("T", (rows, cols), "float32")
-    i, j, i2, j2 = E.var("i"), E.var("j"), E.var("i2"), E.var("j2")
-    fill = L.For(i, rows, "serial", L.For(j, cols, "vectorized", L.Store(T, (i, j), A.load(i, j) * 2.0)))
-    use = L.For(i2, rows, "serial", L.For(j2, cols, "vectorized",
-                                         L.Store(Out, (i2, j2), T.load(rows - 1 - i2, j2) + 1.0)))
-    body: L.Stmt = L.Allocate(T, L.seq(fill, use))
-    if parallel:
-        body = L.For(E.var("p"), 4, "parallel", body)
-    return L.PrimFunc("two_pass", (A, Out), body)
+from .helpers import run, two_pass
 
 
 def _minor_faults() -> int:
@@ -40,7 +23,7 @@ def test_large_temporary_is_not_faulted_in_again():
     # 48 MiB: above glibc's largest mmap threshold, so a per-call aligned_alloc/free would map and
     # fault in all 12288 pages on every call.
     rows, cols = 3072, 4096
-    k = build_func(_two_pass(rows, cols, parallel=False))
+    k = build_func(two_pass(rows, cols, parallel=False))
     a = np.ones((rows, cols), np.float32)
     out = np.zeros_like(a)
     k(a, out)  # the first call allocates and faults the workspace in
@@ -55,7 +38,7 @@ def test_large_temporary_is_not_faulted_in_again():
 @pytest.mark.parametrize("parallel", [False, True])
 def test_concurrent_calls_get_their_own_buffers(parallel):
     rows, cols = 128, 256  # 128 KiB: heap
-    k = build_func(_two_pass(rows, cols, parallel))
+    k = build_func(two_pass(rows, cols, parallel))
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal((rows, cols)).astype(np.float32) for _ in range(6)]
     errors: list[str] = []
@@ -76,7 +59,7 @@ def test_concurrent_calls_get_their_own_buffers(parallel):
 
 
 def test_workspaces_are_released_with_the_kernel():
-    k = build_func(_two_pass(128, 256, parallel=False))
+    k = build_func(two_pass(128, 256, parallel=False))
     assert "@__ansor_workspace_release" in k.llvm_ir
     run(k, np.ones((128, 256), np.float32))
     fin = k._workspaces
@@ -87,5 +70,5 @@ def test_workspaces_are_released_with_the_kernel():
 
 
 def test_small_temporaries_stay_on_the_stack():
-    k = build_func(_two_pass(16, 16, parallel=False))
+    k = build_func(two_pass(16, 16, parallel=False))
     assert "__ansor_ws" not in k.llvm_ir and k._workspaces is None
