@@ -36,6 +36,7 @@ from . import dtype as dt
 from . import expr as E
 from .evaluator import Evaluator, evaluate_ops, plan_blocks, random_arrays, ranges
 from .tensor import ComputeOp, Operation, PlaceholderOp
+from .errors import InputError
 
 if TYPE_CHECKING:
     from .compute_dag import ComputeDAG
@@ -50,7 +51,7 @@ GRID_MAX = 1 << 26
 _Interval = tuple[int, int, bool, frozenset]  # lo, hi (inclusive), ends attained, axes used
 
 
-class OutOfBoundsError(IndexError, ValueError):
+class OutOfBoundsError(IndexError, InputError):
     """A compute reads a tensor outside its shape. An IndexError (like numpy's) and a ValueError
     (the computation is invalid input, as other definition errors are)."""
 

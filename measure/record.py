@@ -47,6 +47,7 @@ from sketch.transform_steps import Step, step_from_json, steps_to_json
 
 from .host import check_host
 from .measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
+from compute.errors import InputError
 
 RECORD_VERSION = 1
 # Error messages can be whole tracebacks; the head says what failed, the tail where.
@@ -62,7 +63,7 @@ class RecordWarning(UserWarning):
     """A record line was skipped (corrupt, truncated, unknown step, does not replay, ...)."""
 
 
-class RecordFormatError(ValueError):
+class RecordFormatError(InputError):
     """A line is not a valid record; the message says which part."""
 
 

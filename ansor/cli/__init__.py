@@ -17,10 +17,12 @@ This module assembles the parser and dispatches; each command group is a module 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from typing import Sequence
 
+from compute.errors import InputError
 from measure.runtime import check_num_threads
 
 from . import build, cluster, costmodel, network, records, tune
@@ -51,8 +53,59 @@ def cmd_bench(argv: Sequence[str]) -> int:
     return bench_main(list(argv))
 
 
+def debug_requested(args: Sequence[str]) -> bool:
+    """``--debug`` anywhere on the command line, or ``ANSOR_DEBUG`` set to anything but 0/empty:
+    errors propagate with their traceback instead of the one-line message."""
+    return "--debug" in args or os.environ.get("ANSOR_DEBUG", "") not in ("", "0")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Exit status: 0 success, 1 a run that failed (or a bug of ours), 2 bad
+    usage or bad input. A user's error is one line on stderr, never a traceback (``--debug``)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    debug = debug_requested(args)
+    args = [a for a in args if a != "--debug"]
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("ansor: interrupted", file=sys.stderr)
+        return 130
+    except InputError as err:
+        if debug:
+            raise
+        print(f"ansor: {str(err).strip()}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as err:
+        if debug:
+            raise
+        print(f"ansor: {_one_line(err)}", file=sys.stderr)
+        return 2
+    except MemoryError as err:
+        if debug:
+            raise
+        print(f"ansor: out of memory{': ' + _one_line(err) if str(err) else ''}", file=sys.stderr)
+        return 1
+    except Exception as err:  # noqa: BLE001 - the last line of defence: no traceback by default
+        if debug:
+            raise
+        print(f"ansor: internal error: {type(err).__name__}: {_one_line(err)} "
+              "(run with --debug or ANSOR_DEBUG=1 for the traceback, and please report it)",
+              file=sys.stderr)
+        return 1
+
+
+def _one_line(err: BaseException) -> str:
+    """An exception's message on one line (a multi-line message keeps its first line and says
+    how many followed)."""
+    text = str(err).strip() or type(err).__name__
+    lines = text.splitlines()
+    return lines[0] if len(lines) == 1 else f"{lines[0]} (+{len(lines) - 1} more line(s))"
+
+
+def _dispatch(args: list[str]) -> int:
+    argv = args
     if args[:1] == ["bench"]:
         return cmd_bench(args[1:])
     parser = argparse.ArgumentParser(prog="ansor", description="Template-free auto-scheduler for "
@@ -66,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     costmodel.add_parser(sub)
     network.register(sub)
     cluster.add_worker_parser(sub)
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an error (also: ANSOR_DEBUG=1)")
     ns = parser.parse_args(argv)
     runs_kernels = ns.command not in ("workloads", "records") or (
         ns.command == "records" and ns.records_command == "verify")

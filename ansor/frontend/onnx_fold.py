@@ -18,9 +18,10 @@ import onnx
 from onnx import numpy_helper
 
 from ..graph.ir import display_name
+from compute.errors import InputError
 
 
-class OnnxImportError(ValueError):
+class OnnxImportError(InputError):
     """The model cannot be imported: not ONNX, truncated, unsupported ops or unknown shapes."""
 
 

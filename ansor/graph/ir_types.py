@@ -10,11 +10,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from compute.errors import InputError
 
 DTYPES = ("float32", "float64", "int32", "int64", "bool")
 
 
-class GraphError(ValueError):
+class GraphError(InputError):
     """A malformed graph or node: wrong shapes, attributes, names or order."""
 
 

@@ -53,6 +53,7 @@ from .layouts import (NHWC, LayoutCandidates, LayoutError, LayoutLowered, block_
                       lower_group_in_layout, physical_shape, transform_tensors, why_not)
 from .untuned import untuned_schedule
 from .tasks import GraphTask, _Occurrence, has_reduction, lower_groups, tasks_from_groups
+from compute.errors import InputError
 
 SIDECAR_SUFFIX = ".layouts.jsonl"
 MAX_LINE_CHARS = 1 << 20
@@ -60,7 +61,7 @@ MAX_DIM = 1 << 24
 FORMAT_VERSION = 1
 
 
-class LayoutFileError(ValueError):
+class LayoutFileError(InputError):
     """A line of a layouts sidecar file that is not a valid entry (names file and line)."""
 
 
