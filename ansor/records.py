@@ -21,6 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Iterator
 
+from compute.access_bounds import OutOfBoundsError
 from measure.builder import LocalBuilder
 from measure.checks import MAX_TIMEOUT_S, check_count, check_nonnegative, check_seconds
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
@@ -74,6 +75,8 @@ def _rebuild_task(line: RecordLine) -> SearchTask | str:
     except KeyError:
         return (f"workload {line.task.get('workload')!r} is not registered in this process: import "
                 "the module that registers it first")
+    except OutOfBoundsError as err:  # never compiled or run: its kernel would read anywhere
+        return f"its computation is refused: {err}"[:400]
     except Exception as err:  # noqa: BLE001 - any malformed description is a skipped record
         return f"cannot rebuild the task: {type(err).__name__}: {err}"[:400]
     if task.workload_key != line.workload_key:

@@ -146,7 +146,9 @@ class SearchTask:
     @classmethod
     def from_json(cls, data: dict) -> "SearchTask":
         """Rebuild a task from ``to_json()``'s output. KeyError if it names a workload not
-        registered in this process; ValueError/TypeError if the description is malformed."""
+        registered in this process; ValueError/TypeError if the description is malformed;
+        ``OutOfBoundsError`` if its computation reads out of range: this is how every reader
+        of records gets a task, and a compiled kernel does not check its indices."""
         if not isinstance(data, dict):
             raise TypeError(f"task description must be a dict, got {type(data).__name__}")
         desc = data.get("desc")
@@ -170,6 +172,7 @@ class SearchTask:
         else:
             raise ValueError("task description has neither 'workload' nor 'dag'")
         task.layout_rewrite_inputs = _check_rewrite_inputs(task.compute_dag, rewrite, "task.layout_rewrite")
+        task.compute_dag.check_bounds()  # once per computation and process (cached)
         return task
 
     # ---- using tuning results ----------------------------------------------------------------

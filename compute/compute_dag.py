@@ -30,6 +30,12 @@ if TYPE_CHECKING:  # annotations only: the schedule types are the layer above's 
     from sketch.loop_state import State
     from sketch.transform_steps import Step
 
+# Computations (workload key, data_dependent) whose reads ``check_bounds`` found in range. The key
+# hashes the whole computation without names, so its verdict holds for every DAG with that key;
+# failures are not kept (their message names this DAG's tensors).
+_BOUNDS_OK: set[tuple[str, bool]] = set()
+_BOUNDS_OK_MAX = 4096
+
 # Intrinsics that cost tens of cycles: inlining them into a tiled consumer would recompute them.
 EXPENSIVE_FUNCS = frozenset({"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "pow"})
 
@@ -135,13 +141,19 @@ class ComputeDAG:
         """Raise ``OutOfBoundsError`` if the computation reads any tensor out of range.
 
         Reads proven in range at construction cost nothing; the others are decided exactly once
-        per DAG (see ``compute.access_bounds``). Indices computed from tensor values are checked
+        per computation (see ``compute.access_bounds``): a DAG rebuilt again (from each record
+        of a log, by each reader) is not checked again. Indices computed from tensor values are checked
         on the tuner's random inputs, unless ``data_dependent`` is False (building: the caller's
         arrays decide them). Building and tuning call this first, because a compiled kernel does
         not check its indices.
         """
         if not self._bounds_checked[data_dependent]:
-            access_bounds.check_unproven(self, self.unproven_accesses, data_dependent)
+            key = self.workload_key
+            if (key, data_dependent) not in _BOUNDS_OK and (key, True) not in _BOUNDS_OK:
+                access_bounds.check_unproven(self, self.unproven_accesses, data_dependent)
+                if len(_BOUNDS_OK) >= _BOUNDS_OK_MAX:
+                    _BOUNDS_OK.clear()
+                _BOUNDS_OK.add((key, data_dependent))
             self._bounds_checked[data_dependent] = True
             if data_dependent:
                 self._bounds_checked[False] = True

@@ -390,6 +390,7 @@ def lines_with_states(path: str | os.PathLike, workload_keys: Iterable[str] | No
                     dag = ComputeDAG(make_workload(t["workload"], t.get("args", [])))
                 else:
                     dag = ComputeDAG.from_json(t["dag"])
+                dag.check_bounds()  # as every reader of records does (SearchTask.from_json)
             except Exception as e:  # noqa: BLE001 - an unknown workload skips its records
                 dag = f"cannot rebuild the task: {type(e).__name__}: {e}"[:300]
             dags[line.workload_key] = dag
