@@ -30,8 +30,8 @@ from measure.record import (LineWarner, RecordFileError, RecordLine, RecordToFil
 from measure.runner import LocalRunner
 
 from .search_task import SearchTask
-from .task_records import (NoRecordError, describe_missing, find_best, pool_schedules, ranked,
-                           record_to_input, task_desc)
+from .task_records import (NoRecordError, describe_missing, find_best, implausible_for,
+                           pool_schedules, ranked, record_to_input, task_desc)
 
 __all__ = ["DistillReport", "NoRecordError", "RecordFileError", "RecordToFile", "RecordWarning",
            "VerifyRow", "WorkloadSummary", "best_record", "describe_missing", "distill",
@@ -135,12 +135,16 @@ class DistillReport:
     top_k: int
     out_path: str
     backup: str | None = None  # the original input, kept by ``in_place=True``
+    # valid records whose cost is below the physical floor of their task (``cost_floor``); those
+    # below the floor of the flops they claim are unreadable lines
+    implausible: int = 0
 
     def summary(self) -> str:
         """``kept 3 record(s); dropped: 2 failed measurement(s), 1 do not replay, ...``."""
         parts = [f"{n} {what}" for n, what in (
             (self.failed, "failed measurement(s)"), (self.unreplayable, "do not replay"),
             (self.unrebuildable, "of workloads that cannot be rebuilt here (see the warnings)"),
+            (self.implausible, "faster than any CPU could run them (see the warnings)"),
             (self.unreadable, "unreadable line(s)"),
             (self.not_best, f"not among the best {self.top_k} of their workload")) if n]
         return f"kept {self.written} record(s)" + (f"; dropped: {', '.join(parts)}" if parts
@@ -186,7 +190,7 @@ def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = Non
 
     warner = LineWarner(in_path)
     tasks = _Tasks(warner)
-    n_valid = failed = unreplayable = unrebuildable = 0
+    n_valid = failed = unreplayable = unrebuildable = implausible = 0
     def counted(lines: Iterator[RecordLine]) -> Iterator[RecordLine]:
         nonlocal n_valid, failed
         for line in lines:
@@ -211,6 +215,11 @@ def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = Non
             if task is None:
                 unrebuildable += len(sched.raws)
                 continue
+            why = implausible_for(sched.first, task)
+            if why is not None:  # never the best: it did not happen
+                warner(sched.first.lineno, why)
+                implausible += len(sched.raws)
+                continue
             if record_to_input(sched.first, task, warner) is None:
                 unreplayable += len(sched.raws)
                 continue
@@ -225,10 +234,10 @@ def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = Non
         _keep_backup(in_path, backup)
     _write_replacing(out_path, data, mode)
     return DistillReport(
-        written=written, not_best=n_valid - written - unreplayable - unrebuildable, failed=failed,
-        unreplayable=unreplayable, unrebuildable=unrebuildable,
-        unreadable=warner.count - unreplayable - unrebuildable, top_k=top_k, out_path=out_path,
-        backup=backup)
+        written=written, not_best=n_valid - written - unreplayable - unrebuildable - implausible,
+        failed=failed, unreplayable=unreplayable, unrebuildable=unrebuildable,
+        unreadable=warner.count - unreplayable - unrebuildable - implausible, top_k=top_k,
+        out_path=out_path, backup=backup, implausible=implausible)
 
 
 def _keep_backup(path: str, backup: str) -> None:
@@ -345,6 +354,10 @@ def error_summary(text: str, limit: int = 300) -> str:
     return f"{context} | {last}"
 
 
+# Schedules of a workload ``verify_best`` tries, best first, for one that replays.
+VERIFY_TRIES = 8
+
+
 @dataclass(frozen=True)
 class VerifyRow:
     """A workload's best record re-measured: ``measured`` is None when it could not be."""
@@ -374,24 +387,34 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
     run_timeout = check_seconds("verify_best run_timeout", run_timeout)
     path = os.fspath(path)
     warner = LineWarner(path)
-    best: dict[str, RecordLine] = {}
-    recorded_cost: dict[str, float] = {}
-    for wk, schedules in pool_schedules(iter_lines(path, warner), lambda ln: ln.workload_key).items():
-        top = ranked(schedules)[0]
-        best[wk], recorded_cost[wk] = top.first, top.cost
+    pools = pool_schedules(iter_lines(path, warner), lambda ln: ln.workload_key)
     here = target_summary()["key"]
     tasks = _Tasks(warner)
+    best: dict[str, RecordLine] = {}
+    recorded_cost: dict[str, float] = {}
     rows: list[VerifyRow | None] = []
     inputs: list[MeasureInput] = []
     slots: list[int] = []
-    for line in best.values():
-        desc, recorded = task_desc(line.task), recorded_cost[line.workload_key]
-        same = line.target_key == here
-        task = tasks.get(line)
-        inp = None if task is None else record_to_input(line, task, warner)
+    for wk, schedules in pools.items():
+        order = ranked(schedules)
+        inp = None
+        # The best that replays: one refused (a cost below the physical floor, steps that do
+        # not replay) hands on to the next, up to a few (a workload none of whose steps
+        # replay must not replay thousands).
+        for sched in order[:VERIFY_TRIES]:
+            best[wk], recorded_cost[wk] = sched.first, sched.cost
+            task = tasks.get(sched.first)
+            if task is None:
+                break
+            inp = record_to_input(sched.first, task, warner)
+            if inp is not None:
+                break
         if inp is None:
-            rows.append(VerifyRow(desc, recorded, None, "cannot rebuild the record (see warnings)",
-                                  same))
+            best[wk], recorded_cost[wk] = order[0].first, order[0].cost
+            line = best[wk]
+            rows.append(VerifyRow(task_desc(line.task), recorded_cost[wk], None,
+                                  "cannot rebuild the record (see warnings)",
+                                  line.target_key == here))
             continue
         rows.append(None)
         slots.append(len(rows) - 1)

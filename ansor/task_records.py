@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Hashable, Iterable
 
 from compute.workload_registry import canonical_args, workload_desc
+from measure.cost_floor import implausible_for_dag
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, pooled_cost
 from measure.record import LineWarner, RecordLine, RecordWarning, iter_lines, target_summary
 
@@ -37,7 +38,12 @@ def record_to_input(line: RecordLine, task: "SearchTask",
     from the record, or one the caller holds). The one place every reader of records - the
     loaders of ``ansor.records``, resuming a tuning run, the template tuners - turns a line into
     an input. Steps that do not replay call ``on_error(lineno, why)`` (a ``LineWarner``) and give
-    None."""
+    None, as does a cost below the physical floor of the task's own computation (``cost_floor``:
+    the line's own ``flop``, checked on reading, is the record's claim)."""
+    why = implausible_for(line, task)
+    if why is not None:
+        on_error(line.lineno, why)
+        return None
     try:
         state = task.compute_dag.replay(line.steps)
     except Exception as err:  # noqa: BLE001 - steps from a file may fail in any way
@@ -45,6 +51,12 @@ def record_to_input(line: RecordLine, task: "SearchTask",
                               f"{str(err)[:200]}")
         return None
     return MeasureInput(task, state)
+
+
+def implausible_for(line: RecordLine, task: "SearchTask") -> str | None:
+    """Why ``line``'s successful cost cannot have been measured for ``task`` (it is below the
+    floor of the task's operations and output bytes on any CPU), or None."""
+    return implausible_for_dag(line.result.costs, task.compute_dag) if line.result.ok else None
 
 
 @dataclass

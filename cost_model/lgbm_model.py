@@ -27,6 +27,7 @@ import numpy as np
 
 from compute.compute_dag import ComputeDAG
 from compute.workload_registry import make_workload
+from measure.cost_floor import implausible_for_dag
 from measure.measure import MAX_FLOAT, MeasureInput, MeasureResult
 from measure.record import LineWarner, iter_lines
 from sketch.contracts import TaskLike
@@ -396,6 +397,10 @@ def lines_with_states(path: str | os.PathLike, workload_keys: Iterable[str] | No
             dags[line.workload_key] = dag
         if isinstance(dag, str):
             warner(line.lineno, dag)
+            continue
+        why = implausible_for_dag(line.result.costs, dag) if line.result.ok else None
+        if why is not None:  # faster than any CPU runs this DAG: not a training target
+            warner(line.lineno, why)
             continue
         try:
             state = replay(dag, line.steps, verbatim=False)

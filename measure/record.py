@@ -38,29 +38,23 @@ import json
 import math
 import os
 import threading
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 from compute.names import check_dag_json_names, check_desc, check_name
 from sketch.transform_steps import Step, step_from_json, steps_to_json
 
+from .cost_floor import implausible_cost
 from .host import check_host
+from .line_warner import MAX_LINE_WARNINGS, LineWarner, RecordWarning  # noqa: F401 (re-exported)
 from .measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
 from compute.errors import InputError
 
 RECORD_VERSION = 1
 # Error messages can be whole tracebacks; the head says what failed, the tail where.
 MAX_ERROR_MSG = 300
-# Per-line warnings per file before the rest are only counted (a log of 100k bad lines must not
-# print 100k warnings).
-MAX_LINE_WARNINGS = 20
 # A task's pre-packed inputs (``input.task.layout_rewrite``): positions among its arguments.
 MAX_REWRITE_INPUTS = 1024
-
-
-class RecordWarning(UserWarning):
-    """A record line was skipped (corrupt, truncated, unknown step, does not replay, ...)."""
 
 
 class RecordFormatError(InputError):
@@ -446,37 +440,14 @@ def decode_line(line: str | bytes, lineno: int = 0) -> RecordLine:
     steps = inp.get("steps")
     if not isinstance(steps, list):
         raise RecordFormatError("input.steps must be a list")
-    flop = inp.get("flop")
-    return RecordLine(
-        workload_key=key, task=task, target=target,
-        steps=tuple(parse_step(s) for s in steps), result=parse_result(obj.get("result")),
-        flop=None if flop is None else _num(flop, "input.flop"), lineno=lineno,
-        raw=raw.rstrip(b"\r\n"))
-
-
-class LineWarner:
-    """Warns about skipped lines of one file, up to a limit; ``finish`` reports the rest."""
-
-    def __init__(self, path: str, limit: int = MAX_LINE_WARNINGS):
-        self.path, self.limit = path, limit
-        self.count = 0   # lines skipped
-        self.warned = 0  # of which got their own warning
-
-    def __call__(self, lineno: int, why: str) -> None:
-        self.count += 1
-        if self.warned < self.limit:
-            self.warned += 1
-            warnings.warn(f"{self.path}:{lineno}: skipped record: {why}", RecordWarning,
-                          stacklevel=3)
-
-    def silent(self) -> None:
-        """Count a skipped line already explained by an earlier warning."""
-        self.count += 1
-
-    def finish(self) -> None:
-        if self.count > self.warned:
-            warnings.warn(f"{self.path}: {self.count - self.warned} more record line(s) skipped "
-                          f"({self.count} in all)", RecordWarning, stacklevel=3)
+    steps = tuple(parse_step(s) for s in steps)
+    flop = None if inp.get("flop") is None else _num(inp["flop"], "input.flop")
+    result = parse_result(obj.get("result"))
+    why = implausible_cost(result.costs, flop) if result.ok else None  # faster than any CPU
+    if why is not None:
+        raise RecordFormatError(why)
+    return RecordLine(workload_key=key, task=task, target=target, steps=steps, result=result,
+                      flop=flop, lineno=lineno, raw=raw.rstrip(b"\r\n"))
 
 
 def iter_lines(path: str | os.PathLike, warner: LineWarner | None = None) -> Iterator[RecordLine]:
