@@ -33,6 +33,8 @@ from measure.measure import (MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureRes
 from measure.record import RecordFileError
 from measure.runner import LocalRunner
 
+from .shared_log import SharedLog
+
 __all__ = ["BEST_STATES_KEPT", "MAX_CONSECUTIVE_ERRORS", "STOP_BUDGET", "STOP_INTERRUPTED",
            "STOP_LOG_FAILED", "STOP_UNAVAILABLE", "BestStates", "ProgramMeasurer", "TaskStats",
            "error_name", "sigint_deferred", "unavailable_stop"]
@@ -207,6 +209,9 @@ class ProgramMeasurer:
         self.verbose = verbose
         self.logger = logger if logger is not None else logging.getLogger("ansor.measure")
         self._tasks: dict[str, TaskStats] = {}
+        # The log's claim (another tuner on it is warned about now) and what others append.
+        path = getattr(recorder, "path", None)
+        self.shared = SharedLog(path) if isinstance(path, str) else None
 
     def stats(self, workload_key: str) -> TaskStats:
         """The bookkeeping of one task (created empty on first use)."""
@@ -217,8 +222,15 @@ class ProgramMeasurer:
 
     def new_states(self, workload_key: str, states: Iterable[Any], limit: int) -> list[Any]:
         """Up to ``limit`` of ``states``, in order, without repeats and without any measured
-        before for this task: a policy that slips must not cost measurements."""
+        before for this task - by this run, or by another that logged it meanwhile: a policy
+        that slips, or a second tuner on the log, must not cost measurements."""
+        states = list(states)
         measured = self.stats(workload_key).measured_keys
+        dag = getattr(states[0], "dag", None) if states else None
+        if self.shared is not None and dag is not None:
+            n = self.shared.catch_up(workload_key, dag, self.stats(workload_key), self._tasks)
+            if n:
+                self.logger.info("%d schedule(s) logged by another tuner count as measured", n)
         out: list[Any] = []
         seen: set[str] = set()
         for s in states:
@@ -269,6 +281,8 @@ class ProgramMeasurer:
                     self.logger.error("%s", err)
                     return (f"{STOP_LOG_FAILED}: {err}; the last {len(inputs)} measurement(s) "
                             "are not counted")
+                if self.shared is not None and write is self.recorder:
+                    self.shared.wrote(workload_key, inputs)
             if states is None:
                 states = [inp.state for inp in inputs]
             for state, res in zip(states, results):
@@ -279,6 +293,16 @@ class ProgramMeasurer:
             if then is not None:
                 then()
         return None
+
+    def close(self, builder: bool = False, runner: bool = False) -> None:
+        """End the run: give up the log's claim; close the builder and runner if asked (those
+        the run created)."""
+        if self.shared is not None:
+            self.shared.close()
+        if builder:
+            self.builder.close()
+        if runner:
+            self.runner.close()
 
     def stop_reason(self, workload_key: str, budget: int,
                     early_stopping: int | None) -> str | None:

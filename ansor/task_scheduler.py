@@ -463,10 +463,7 @@ class TaskScheduler:
                 logger.info("%s", stop)  # said on the next line and in the result
                 self._say(f"stopped: {stop}")
         finally:
-            if own_builder:
-                builder.close()
-            if own_runner:
-                runner.close()
+            self.measurer.close(builder=own_builder, runner=own_runner)
         self.next_task = None
         result = SchedulerResult(
             stop_reason=stop, trials=self.trials, restored=self.restored,

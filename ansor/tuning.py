@@ -461,10 +461,7 @@ class _Run:
                 stop = unavailable_stop(err, self.log_path)
                 logger.info("%s: %s", self.task.desc, stop)  # the summary and the CLI say it
         finally:
-            if self.own_builder:
-                self.measurer.builder.close()
-            if self.own_runner:
-                self.measurer.runner.close()
+            self.measurer.close(builder=self.own_builder, runner=self.own_runner)
         result = self.result(stop)
         if opts.verbose >= 1:
             print(result.summary(), flush=True)
