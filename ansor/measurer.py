@@ -225,12 +225,9 @@ class ProgramMeasurer:
         before for this task - by this run, or by another that logged it meanwhile: a policy
         that slips, or a second tuner on the log, must not cost measurements."""
         states = list(states)
+        if states and getattr(states[0], "dag", None) is not None:
+            self.catch_up(workload_key, states[0].dag)
         measured = self.stats(workload_key).measured_keys
-        dag = getattr(states[0], "dag", None) if states else None
-        if self.shared is not None and dag is not None:
-            n = self.shared.catch_up(workload_key, dag, self.stats(workload_key), self._tasks)
-            if n:
-                self.logger.info("%d schedule(s) logged by another tuner count as measured", n)
         out: list[Any] = []
         seen: set[str] = set()
         for s in states:
@@ -242,6 +239,15 @@ class ProgramMeasurer:
             if len(out) == limit:
                 break
         return out
+
+    def catch_up(self, workload_key: str, dag: Any) -> None:
+        """Count the schedules of a task (``dag``: its DAG) that another tuner appended to the
+        log since the last look as measured (``shared_log``). A tuner calls this before its
+        search proposes, so that the search avoids them; ``new_states`` calls it again."""
+        if self.shared is not None:
+            n = self.shared.catch_up(workload_key, dag, self.stats(workload_key), self._tasks)
+            if n:
+                self.logger.info("%d schedule(s) logged by another tuner count as measured", n)
 
     def measure(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         """Build then run ``inputs``; one result per input. A failure of the whole batch becomes

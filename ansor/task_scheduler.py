@@ -386,6 +386,7 @@ class TaskScheduler:
         task, st = self.tasks[i], self.state[i]
         key = task.workload_key
         stats = self.measurer.stats(key)
+        self.measurer.catch_up(key, task.compute_dag)  # what another tuner logged meanwhile
         proposed = list(self._policy(i).generate_measure_candidates(n, stats.measured_keys,
                                                                     stats.best.states()) or ())
         if stats.trials == 0:

@@ -409,6 +409,7 @@ class _Run:
         opts, key, st = self.opts, self.task.workload_key, self.stats
         n = min(opts.num_measures_per_round, opts.num_measure_trials - st.trials)
         t0 = time.monotonic()
+        self.measurer.catch_up(key, self.task.compute_dag)  # what another tuner logged meanwhile
         proposed = self.policy.generate_measure_candidates(n, st.measured_keys, st.best.states())
         self.search_seconds += time.monotonic() - t0
         stats = getattr(self.policy, "last_round_stats", None)

@@ -80,6 +80,32 @@ def test_schedules_another_tuner_logged_meanwhile_are_not_measured(task, tmp_pat
     assert res.trials == 3 and res.best_cost == pytest.approx(1e-8)  # the other tuner's best counts
 
 
+def test_the_search_is_told_before_it_proposes(task, tmp_path):
+    """Records the other tuner appends while this run starts (here: during the default
+    schedule's probe) are measured keys for the search's first proposal, and it goes on with
+    the rest rather than stopping with nothing new."""
+    log = str(tmp_path / "log.json")
+    states = _states(task)
+    seen: list[set] = []
+
+    class Runner(FakeRunner):
+        def run(self, inputs, built, verbose=0):
+            if not seen:
+                seen.append(set())
+                RecordToFile(log)([MeasureInput(task, s) for s in states[:3]],
+                                  [MeasureResult((1e-8,), 0) for _ in range(3)])
+            return super().run(inputs, built, verbose)
+
+    class Policy:
+        def generate_measure_candidates(self, num, measured_keys, best_states):
+            seen.append(set(measured_keys))
+            return [s for s in states if s.canonical_key() not in measured_keys][:num]
+
+    res = _tune(task, log, Policy(), Runner())
+    assert {s.canonical_key() for s in states[:3]} <= seen[1]
+    assert res.trials == 3 and sorted(_logged_steps(log).values()) == [1] * 6
+
+
 def test_own_lines_are_not_counted_twice(task, tmp_path):
     """The run reads its own appends back: they must not be pooled again into its costs."""
     log = str(tmp_path / "log.json")
