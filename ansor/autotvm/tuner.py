@@ -24,6 +24,7 @@ way for all of them, so that they differ in their search alone:
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -378,9 +379,11 @@ class _Session:
         empty = 0
         try:
             # The builder's and runner's workers start on their first use only.
-            with self.mo.open() as (builder, runner):
-                self.measurer = ProgramMeasurer(builder, runner, None,
-                                                verbose=max(0, self.verbose - 1), logger=logger)
+            # The recorder claims the log (a second tuner on it is warned about); each batch is
+            # written with its configurations by ``round``. closing(): the claim ends with the run.
+            with self.mo.open() as (builder, runner), contextlib.closing(ProgramMeasurer(
+                    builder, runner, self.recorder, verbose=max(0, self.verbose - 1),
+                    logger=logger)) as self.measurer:
                 self.stats = self.measurer.stats(self.task.workload_key)
                 self.resume()
                 if self.n_trial == 0:

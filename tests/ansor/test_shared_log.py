@@ -180,3 +180,22 @@ def test_no_lock_file_leaves_the_run_unclaimed(task, tmp_path):
         claim.release()
         res = _tune(task, str(log), _Policy(_states(task)[:2], None), FakeRunner())
     assert res.trials == 2 and os.path.isdir(str(log) + LOCK_SUFFIX)
+
+
+def test_the_template_tuner_claims_its_log_too(tmp_path):
+    from ansor import autotvm
+
+    log = str(tmp_path / "log.json")
+    task = autotvm.create_task("matmul", (16, 16, 16))
+    mo = autotvm.measure_option(FakeBuilder(), FakeRunner())
+    other = LogClaim(log)
+    try:
+        with pytest.warns(LogSharedWarning, match=rf"another tuner .* is writing {log}:"):
+            autotvm.GridSearchTuner(task).tune(2, mo, log_file=log, verbose=0)
+        assert os.path.exists(log + LOCK_SUFFIX)  # the other's, untouched
+    finally:
+        other.release()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LogSharedWarning)
+        assert autotvm.GridSearchTuner(task).tune(2, mo, log_file=log, verbose=0).trials == 2
+    assert not os.path.exists(log + LOCK_SUFFIX)
