@@ -131,6 +131,7 @@ class DistillReport:
     failed: int         # failed measurements (never kept)
     unreplayable: int   # valid records whose steps do not replay on their task
     unrebuildable: int  # valid records whose task cannot be rebuilt (e.g. not registered here)
+    #                     or is refused (its computation reads out of bounds)
     unreadable: int     # lines that do not parse (corrupt, truncated, bad values)
     top_k: int
     out_path: str
@@ -143,7 +144,8 @@ class DistillReport:
         """``kept 3 record(s); dropped: 2 failed measurement(s), 1 do not replay, ...``."""
         parts = [f"{n} {what}" for n, what in (
             (self.failed, "failed measurement(s)"), (self.unreplayable, "do not replay"),
-            (self.unrebuildable, "of workloads that cannot be rebuilt here (see the warnings)"),
+            (self.unrebuildable,
+             "of workloads that cannot be rebuilt here or are refused (see the warnings)"),
             (self.implausible, "faster than any CPU could run them (see the warnings)"),
             (self.unreadable, "unreadable line(s)"),
             (self.not_best, f"not among the best {self.top_k} of their workload")) if n]

@@ -76,6 +76,7 @@ def test_distill_drops_the_record(log, tmp_path):
         report = distill(log, out)
     assert _refusals(caught, log)
     assert report.written == 1 and report.unrebuildable == 1
+    assert "1 of workloads that cannot be rebuilt here or are refused" in report.summary()
     with open(out) as f:
         assert f.read() == open(log).readlines()[1]
 
