@@ -168,11 +168,21 @@ class LGBModel(CostModel):
         return True
 
     def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
-        """Learn from measured candidates; retrains unless too little new data came in."""
+        """Learn from measured candidates; retrains unless too little new data came in. A
+        training LightGBM refuses (nothing to split on: every feature constant, or a loaded
+        model's ``min_data_in_leaf`` above the rows held) is logged and skipped: the model keeps
+        the trees it has and tries again with more data, and the tuning goes on."""
+        from lightgbm.basic import LightGBMError  # noqa: PLC0415 - slow to import; train() needs it
+
         for inp, res in zip(inputs, results):
             self._see(inp.task)
             self.add(inp.task.workload_key, inp.state, _cost_of(res))
-        self._maybe_train()
+        try:
+            self._maybe_train()
+        except LightGBMError as err:
+            why = str(err).strip().splitlines()[0] if str(err).strip() else "no reason given"
+            logger.warning("cost model: LightGBM cannot train on these %d programs (%s); keeping "
+                           "the trees it has", self.num_samples(), why[:200])
 
     def update_from_file(self, path: str | os.PathLike, workload_keys: Iterable[str] | None = None) -> int:
         """Learn from a record file (every task in it, or only ``workload_keys``); returns the

@@ -11,6 +11,7 @@ subprocess: a regression kills that process, not pytest. The edited files recomp
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -18,10 +19,16 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pytest
 
-from cost_model.model_file import MAX_BOOSTERS, MAX_FILE_BYTES, MAX_TREES
+import ansor
+from cost_model import LGBModel, LGBParams
+from cost_model.feature import NUM_FEATURES
+from cost_model.model_file import MAX_BOOSTERS, MAX_FILE_BYTES, MAX_TREES, rebuild_model_text
 from cost_model.pretrained import SHIPPED
+from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from tests.cost_model.test_lgbm_model import _results, _states
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = json.loads(SHIPPED.read_text())
@@ -288,3 +295,42 @@ def test_a_missing_pretrained_model_is_one_line(tmp_path):
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert _one_line(proc) == (f"ansor: pre-trained cost model (ANSOR_PRETRAINED_MODEL): "
                                f"{tmp_path / 'nothing.json'}: No such file or directory")
+
+
+def test_the_shipped_and_freshly_trained_models_pass_unchanged(tmp_path):
+    """The checks refuse nothing LightGBM writes: the shipped model's trees are passed on byte for
+    byte (same predictions as LightGBM on the original text), and a fresh model, including
+    LightGBM's one-leaf trees (equal costs: nothing to split), saves and loads."""
+    import lightgbm as lgb
+
+    end = TEXT.index("end of trees")
+    assert rebuild_model_text(TEXT, "shipped")[:end] == TEXT[:end]
+    rows = np.random.default_rng(1).uniform(0, 30, (400, NUM_FEATURES))
+    assert np.array_equal(LGBModel.load(SHIPPED).base_booster.predict(rows, raw_score=True),
+                          lgb.Booster(model_str=TEXT).predict(rows, raw_score=True))
+    task = ansor.SearchTask(func="matmul", args=(64, 64, 64))
+    states = _states(task, 40)
+    flat = [MeasureResult((1e-3,), int(MeasureErrorNo.NO_ERROR)) for _ in states]
+    for name, results in (("trees", _results(states)), ("one_leaf", flat)):
+        m = LGBModel(LGBParams(num_boost_round=5), seed=0)
+        m.update([MeasureInput(task, s) for s in states], results)
+        m.save(tmp_path / f"{name}.json")
+        if name == "one_leaf":
+            assert "num_leaves=1\n" in json.loads((tmp_path / "one_leaf.json").read_text())["boosters"][0]
+        again = LGBModel.load(tmp_path / f"{name}.json")
+        assert np.allclose(again.predict(task, states), m.predict(task, states))
+
+
+def test_stored_params_lightgbm_cannot_train_with_do_not_stop_tuning(tmp_path, caplog):
+    """Valid parameters can still leave LightGBM nothing to split on (here min_data_in_leaf above
+    the rows); the tuner's update logs it and keeps the loaded trees instead of an internal error."""
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({**DOC, "params": {**_P, "min_data_in_leaf": 10 ** 6, "min_train_samples": 1}}))
+    m = LGBModel.load(path)
+    task = ansor.SearchTask(func="matmul", args=(64, 64, 64))
+    states = _states(task, 20)
+    before = m.predict(task, states)
+    with caplog.at_level(logging.WARNING, logger="ansor.cost_model"):
+        m.update([MeasureInput(task, s) for s in states], _results(states))
+    assert m.booster is None and "LightGBM cannot train on these 20 programs" in caplog.text
+    assert np.array_equal(m.predict(task, states), before)
