@@ -290,6 +290,13 @@ def test_a_hostile_pretrained_model_stops_tune_and_network_tune(corpus, tmp_path
                     r"boosters\[0\], Tree=0: left_child\[0\] = 0 reaches node 0", line), line
 
 
+def test_costmodel_info_refuses_a_hostile_model_file(corpus, tmp_path):
+    bad = corpus["split_feature_huge"]
+    proc = _ansor(["costmodel", "info", str(bad)], tmp_path)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:])  # was 0: info on the trees
+    assert _one_line(proc).startswith(f"ansor costmodel info: {bad}: boosters[0], Tree=0: split_feature[0]")
+
+
 def test_a_missing_pretrained_model_is_one_line(tmp_path):
     proc = _ansor(TUNE, tmp_path, model=tmp_path / "nothing.json")
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
