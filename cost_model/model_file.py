@@ -164,7 +164,7 @@ def _fields(lines: list[str], i: int, where: str, what: str, in_tree: bool
     out: dict[str, str] = {}
     while i < len(lines):
         line = lines[i]
-        if line == "" if in_tree else (line.startswith("Tree=") or line == "end of trees"):
+        if (line == "") if in_tree else (line.startswith("Tree=") or line == "end of trees"):
             break
         if line == "":
             i += 1
