@@ -31,6 +31,10 @@ MAX_FILE_BYTES = 64 << 20  # ~90x the shipped model (0.7 MB for 200 trees of 31 
 MAX_BOOSTERS = 8  # a saved model holds 1 (trained once) or 2 (loaded, then trained on) texts
 MAX_TREES = 10_000  # per booster: 50x the default num_boost_round
 MAX_LEAVES = 131_072  # per tree: LightGBM's own bound on num_leaves
+# The trees' depths added up: the nodes one prediction may walk. The shipped model's are at most
+# 6,000; this allows 10,000 trees 50 deep, and refuses chains of 131,072 leaves that would make
+# every prediction of a search round take minutes.
+MAX_DEPTH_SUM = 500_000
 PARSE_BYTES_PER_BYTE = 10  # peak memory of reading a file, per byte of it (JSON, tokens, trees)
 
 _INT = r"-?[0-9]{1,10}"
@@ -134,6 +138,7 @@ def rebuild_model_text(text: str, where: str) -> str:
     header, i = _fields(lines, 1, where, "the header", in_tree=False)
     _check_header(header, where)
     trees: list[str] = []
+    depths = 0
     while i < len(lines) and lines[i].startswith("Tree="):
         if lines[i] != f"Tree={len(trees)}":
             raise CostModelFileError(f"{where}: {_shown(lines[i][:40])} where 'Tree={len(trees)}' belongs")
@@ -141,7 +146,13 @@ def rebuild_model_text(text: str, where: str) -> str:
             raise CostModelFileError(f"{where}: more than {MAX_TREES} trees")
         name = lines[i]
         fields, i = _fields(lines, i + 1, where, name, in_tree=True)
-        trees.append(f"{name}\n" + _check_tree(fields, f"{where}, {name}") + "\n")
+        tree, depth = _check_tree(fields, f"{where}, {name}")
+        trees.append(f"{name}\n{tree}\n")
+        depths += depth
+        if depths > MAX_DEPTH_SUM:
+            raise CostModelFileError(f"{where}: the depths of the trees up to {name} add up to "
+                                     f"{depths}, more than {MAX_DEPTH_SUM} (the nodes one prediction "
+                                     "walks)")
         while i < len(lines) and lines[i] == "":
             i += 1
     if i >= len(lines) or lines[i] != "end of trees":
@@ -199,8 +210,9 @@ def _check_header(h: dict[str, str], where: str) -> None:
                                  "'[min:max]' or 'none' entries")
 
 
-def _check_tree(f: dict[str, str], where: str) -> str:
-    """The checked tree's lines (without its ``Tree=`` line), as LightGBM writes them."""
+def _check_tree(f: dict[str, str], where: str) -> tuple[str, int]:
+    """The checked tree's lines (without its ``Tree=`` line), as LightGBM writes them, and its
+    depth."""
     unknown = [k for k in f if k not in _ARRAYS and k not in _SCALARS]
     if unknown:  # cat_boundaries, leaf_coeff, ...: categorical splits and linear trees
         raise CostModelFileError(f"{where}: field {_shown(unknown[0][:40])} is not one an ansor-py "
@@ -231,18 +243,18 @@ def _check_tree(f: dict[str, str], where: str) -> str:
         if n == 1 and key in ("leaf_weight", "leaf_count") and f[key] == "":
             want = 0  # LightGBM writes a one-leaf tree's leaf_weight empty (and reads neither)
         arrays[key] = _array(f[key], is_int, want, where, f"{key} (num_leaves={n})")
-    if n > 1:
-        _check_splits(arrays, n, where)
+    depth = _check_splits(arrays, n, where) if n > 1 else 0
     out = [f"num_leaves={n}", "num_cat=0"]
     out += [f"{k}={f[k]}" for k in _ARRAYS if k in f]
     out += ["is_linear=0"] + ([f"shrinkage={f['shrinkage']}"] if "shrinkage" in f else [])
-    return "\n".join(out) + "\n\n"
+    return "\n".join(out) + "\n\n", depth
 
 
-def _check_splits(a: dict[str, list], n: int, where: str) -> None:
+def _check_splits(a: dict[str, list], n: int, where: str) -> int:
     """Feature indices in the schema, accepted decision types, and children forming one tree:
     from the root every internal node (0 .. n-2) and every leaf (~0 .. ~(n-1)) is reached exactly
-    once, so there is no cycle, no shared subtree and no index out of range."""
+    once, so there is no cycle, no shared subtree and no index out of range. Returns the depth
+    (internal nodes on the longest path)."""
     for j, feat in enumerate(a["split_feature"]):
         if not 0 <= feat < NUM_FEATURES:
             raise CostModelFileError(f"{where}: split_feature[{j}] = {feat} is not a feature "
@@ -255,9 +267,11 @@ def _check_splits(a: dict[str, list], n: int, where: str) -> None:
     seen_node = [False] * (n - 1)
     seen_leaf = [False] * n
     seen_node[0] = True
-    stack = [0]
+    stack = [(0, 1)]
+    deepest = 1
     while stack:
-        node = stack.pop()
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
         for side in ("left_child", "right_child"):
             c = a[side][node]
             if c >= 0:
@@ -268,7 +282,7 @@ def _check_splits(a: dict[str, list], n: int, where: str) -> None:
                     raise CostModelFileError(f"{where}: {side}[{node}] = {c} reaches node {c} a second "
                                              "time (a cycle or a shared subtree)")
                 seen_node[c] = True
-                stack.append(c)
+                stack.append((c, depth + 1))
             else:
                 leaf = ~c
                 if leaf >= n:
@@ -280,6 +294,7 @@ def _check_splits(a: dict[str, list], n: int, where: str) -> None:
                 seen_leaf[leaf] = True
     if not all(seen_node):  # the leaves follow: n-1 nodes have 2(n-1) children, n-2 nodes + n leaves
         raise CostModelFileError(f"{where}: node {seen_node.index(False)} is not reached from the root")
+    return deepest
 
 
 def _array(value: str, is_int: bool, want: int, where: str, key: str) -> list:

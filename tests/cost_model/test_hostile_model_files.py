@@ -25,7 +25,8 @@ import pytest
 import ansor
 from cost_model import LGBModel, LGBParams
 from cost_model.feature import NUM_FEATURES
-from cost_model.model_file import MAX_BOOSTERS, MAX_FILE_BYTES, MAX_TREES, rebuild_model_text
+from cost_model.model_file import (MAX_BOOSTERS, MAX_DEPTH_SUM, MAX_FILE_BYTES, MAX_LEAVES, MAX_TREES,
+                                   rebuild_model_text)
 from cost_model.pretrained import SHIPPED
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from tests.cost_model.test_lgbm_model import _results, _states
@@ -77,6 +78,18 @@ def _one_leaf_trees(n: int) -> str:
     head = TEXT[:TEXT.index("Tree=0\n")]
     tree = "num_leaves=1\nnum_cat=0\nleaf_value=0.5\nis_linear=0\nshrinkage=1\n\n\n"
     return _sized(head + "".join(f"Tree={i}\n{tree}" for i in range(n)) + "end of trees\n")
+
+
+def _chains(trees: int, leaves: int) -> str:
+    """Trees of ``leaves`` leaves, each a chain (node j: leaf j on the left, node j+1 on the right):
+    a valid tree whose depth, leaves - 1, every prediction walks."""
+    head = TEXT[:TEXT.index("Tree=0\n")]
+    right = " ".join(map(str, range(1, leaves - 1))) + f" {-leaves}"
+    tree = (f"num_leaves={leaves}\nnum_cat=0\nsplit_feature={' '.join(['0'] * (leaves - 1))}\n"
+            f"threshold={' '.join(['0'] * (leaves - 1))}\n"
+            f"left_child={' '.join(str(-j - 1) for j in range(leaves - 1))}\nright_child={right}\n"
+            f"leaf_value={' '.join(['0'] * leaves)}\nis_linear=0\nshrinkage=1\n\n\n")
+    return _sized(head + "".join(f"Tree={i}\n{tree}" for i in range(trees)) + "end of trees\n")
 
 
 # name -> (the booster text, what the error names)
@@ -138,6 +151,8 @@ TEXT_CASES: dict[str, tuple[str, str]] = {
     "not_a_model": ("hello", r"not a LightGBM model text \(first line 'hello'"),
     "nul_byte": (TEXT.replace("num_leaves=31", "num_leaves=31\0", 1), r"non-ASCII, CR or NUL"),
     "too_many_trees": (_one_leaf_trees(MAX_TREES + 1), rf"more than {MAX_TREES} trees"),
+    "deep_chains": (_chains(4, MAX_LEAVES),  # valid trees, but each prediction would walk 524,284 nodes
+                    rf"the depths of the trees up to Tree=3 add up to 524284, more than {MAX_DEPTH_SUM}"),
 }
 
 # name -> (the file's bytes, what the error names): the JSON around the texts
