@@ -241,7 +241,7 @@ def _check_tree(f: dict[str, str], where: str) -> tuple[str, int]:
             continue
         want = n if per_leaf else n - 1
         if n == 1 and key in ("leaf_weight", "leaf_count") and f[key] == "":
-            want = 0  # LightGBM writes a one-leaf tree's leaf_weight empty (and reads neither)
+            want = 0  # LightGBM writes a one-leaf tree's leaf_weight empty; an empty leaf_count reads as 0
         arrays[key] = _array(f[key], is_int, want, where, f"{key} (num_leaves={n})")
     depth = _check_splits(arrays, n, where) if n > 1 else 0
     out = [f"num_leaves={n}", "num_cat=0"]
@@ -313,7 +313,6 @@ def _array(value: str, is_int: bool, want: int, where: str, key: str) -> list:
     if not all(abs(v) < float("inf") for v in vals):  # 1e999 matches the pattern but overflows
         raise CostModelFileError(f"{where}: {key} holds a number too large for a double")
     return vals
-
 
 
 def _int(value: str, where: str, key: str) -> int:
