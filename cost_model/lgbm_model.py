@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -36,10 +36,10 @@ from sketch.replay import replay
 
 from .cost_model import CostModel
 from .feature import FEATURE_NAMES, FEATURE_VERSION, NUM_FEATURES, get_per_store_features
+from .model_file import (MAX_LEAVES, MAX_TREES, MODEL_FORMAT, CostModelFileError, lgb_feature_names,
+                         read_model_file)
 
 logger = logging.getLogger("ansor.cost_model")
-
-MODEL_FORMAT = "ansor-py-lgbm-1"
 
 
 @dataclass(frozen=True)
@@ -63,14 +63,24 @@ class LGBParams:
     min_train_samples: int = 8  # programs needed before the first training
 
     def __post_init__(self) -> None:
-        if self.num_boost_round < 1 or self.num_leaves < 2 or self.learning_rate <= 0:
-            raise ValueError("LGBParams: num_boost_round >= 1, num_leaves >= 2, learning_rate > 0")
+        # Bounds LightGBM can take (32-bit ints) in a time tuning can afford: a model file's
+        # parameters are input, and a billion rounds would be a hang.
+        if not (1 <= self.num_boost_round <= MAX_TREES and 2 <= self.num_leaves <= MAX_LEAVES
+                and 0 < self.learning_rate <= 1e3):
+            raise ValueError(f"LGBParams: num_boost_round 1 to {MAX_TREES}, num_leaves 2 to "
+                             f"{MAX_LEAVES}, learning_rate in (0, 1000]")
+        for name in ("min_data_in_leaf", "bagging_freq", "min_train_samples"):
+            if not 0 <= getattr(self, name) < 2 ** 31:
+                raise ValueError(f"LGBParams.{name} must be in [0, 2**31), got {getattr(self, name)}")
+        for name in ("min_sum_hessian_in_leaf", "lambda_l2"):
+            if not 0 <= getattr(self, name) < float("inf"):
+                raise ValueError(f"LGBParams.{name} must be finite and >= 0, got {getattr(self, name)}")
         for name in ("feature_fraction", "bagging_fraction"):
             v = getattr(self, name)
             if not 0.0 < v <= 1.0:
                 raise ValueError(f"LGBParams.{name} must be in (0, 1], got {v}")
-        if self.retrain_ratio < 0 or self.weight_floor < 0:
-            raise ValueError("LGBParams: retrain_ratio and weight_floor must be >= 0")
+        if not (0 <= self.retrain_ratio < float("inf") and 0 <= self.weight_floor < float("inf")):
+            raise ValueError("LGBParams: retrain_ratio and weight_floor must be finite and >= 0")
 
 
 class _TaskData:
@@ -159,11 +169,21 @@ class LGBModel(CostModel):
         return True
 
     def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
-        """Learn from measured candidates; retrains unless too little new data came in."""
+        """Learn from measured candidates; retrains unless too little new data came in. A
+        training LightGBM refuses (nothing to split on: every feature constant, or a loaded
+        model's ``min_data_in_leaf`` above the rows held) is logged and skipped: the model keeps
+        the trees it has and tries again with more data, and the tuning goes on."""
+        from lightgbm.basic import LightGBMError  # noqa: PLC0415 - slow to import; train() needs it
+
         for inp, res in zip(inputs, results):
             self._see(inp.task)
             self.add(inp.task.workload_key, inp.state, _cost_of(res))
-        self._maybe_train()
+        try:
+            self._maybe_train()
+        except LightGBMError as err:
+            why = str(err).strip().splitlines()[0] if str(err).strip() else "no reason given"
+            logger.warning("cost model: LightGBM cannot train on these %d programs (%s); keeping "
+                           "the trees it has", self.num_samples(), why[:200])
 
     def update_from_file(self, path: str | os.PathLike, workload_keys: Iterable[str] | None = None) -> int:
         """Learn from a record file (every task in it, or only ``workload_keys``); returns the
@@ -252,7 +272,7 @@ class LGBModel(CostModel):
             "deterministic": True,
             "verbosity": -1,
         }
-        ds = lgb.Dataset(rows, label=np.zeros(len(rows)), feature_name=_lgb_names(),
+        ds = lgb.Dataset(rows, label=np.zeros(len(rows)), feature_name=lgb_feature_names(),
                          free_raw_data=False, params={"verbosity": -1})
         if self.base_booster is not None:  # new trees fit what the loaded ones got wrong
             ds.set_init_score(self.base_booster.predict(rows, raw_score=True))
@@ -314,37 +334,39 @@ class LGBModel(CostModel):
     @classmethod
     def load(cls, path: str | os.PathLike, seed: int | None = None) -> "LGBModel":
         """A model whose predictions start from the saved trees; training on new data adds trees
-        on top of them (so what was learned on other tasks is kept)."""
+        on top of them (so what was learned on other tasks is kept). The file is untrusted input:
+        ``cost_model.model_file`` checks all of it before LightGBM parses anything
+        (CostModelFileError naming the file and the field)."""
         import lightgbm as lgb
 
-        path = os.fspath(path)
+        checked = read_model_file(path)
+        model = cls(_params_from_file(checked.params, checked.path), seed)
         try:
-            with open(path) as f:
-                doc = json.load(f)
-        except (OSError, ValueError) as e:
-            raise ValueError(f"{path}: not a saved cost model ({e})") from None
-        if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
-            raise ValueError(f"{path}: not a saved ansor-py cost model (format "
-                             f"{doc.get('format') if isinstance(doc, dict) else None!r}, expected {MODEL_FORMAT!r})")
-        from .provenance import check_provenance  # noqa: PLC0415 - a sibling of the file format
-
-        prov = check_provenance(doc.get("provenance", {}), path)
-        if doc.get("feature_version") != FEATURE_VERSION:
-            raise ValueError(f"{path}: saved with features {doc.get('feature_version')!r}, this version "
-                             f"computes {FEATURE_VERSION!r}; retrain it (update_from_file on the logs)")
-        known = set(LGBParams.__dataclass_fields__)
-        params = LGBParams(**{k: v for k, v in doc.get("params", {}).items() if k in known})
-        model = cls(params, seed)
-        parts = doc.get("boosters")
-        if not isinstance(parts, list) or not parts or not all(isinstance(p, str) for p in parts):
-            raise ValueError(f"{path}: 'boosters' must be a non-empty list of LightGBM model texts")
-        try:
-            boosters = [lgb.Booster(model_str=s) for s in parts]
-        except lgb.basic.LightGBMError as e:
-            raise ValueError(f"{path}: a booster does not parse ({str(e).strip()[:200]})") from None
+            boosters = [lgb.Booster(model_str=s) for s in checked.boosters]
+        except lgb.basic.LightGBMError as e:  # not expected after the checks; still the file's fault
+            raise CostModelFileError(f"{checked.path}: LightGBM refuses a booster "
+                                     f"({str(e).strip()[:200]})") from None
         model.base_booster = boosters[0] if len(boosters) == 1 else _Sum(boosters)
-        model.provenance = prov
+        model.provenance = checked.provenance
         return model
+
+
+def _params_from_file(raw: dict, path: str) -> LGBParams:
+    """The stored parameters (unknown names ignored), each of its field's type and in its range."""
+    kw: dict[str, Any] = {}
+    for f in fields(LGBParams):
+        if f.name not in raw:
+            continue
+        v = raw[f.name]
+        is_int = isinstance(f.default, int)
+        if isinstance(v, bool) or not isinstance(v, int if is_int else (int, float)):
+            raise CostModelFileError(f"{path}: params.{f.name} must be "
+                                     f"{'an integer' if is_int else 'a number'}, not a {type(v).__name__}")
+        kw[f.name] = v
+    try:
+        return LGBParams(**kw)
+    except ValueError as e:
+        raise CostModelFileError(f"{path}: params: {e}") from None
 
 
 class _Sum:
@@ -358,11 +380,6 @@ class _Sum:
 
     def model_to_string(self) -> str:  # pragma: no cover - saved as separate parts instead
         raise NotImplementedError
-
-
-def _lgb_names() -> list[str]:
-    # LightGBM forbids some characters in feature names.
-    return [n.replace(".", "_") for n in FEATURE_NAMES]
 
 
 def samples_from_file(path: str | os.PathLike, workload_keys: Iterable[str] | None

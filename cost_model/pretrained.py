@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 from .lgbm_model import LGBModel
+from .model_file import CostModelFileError
 
 logger = logging.getLogger("ansor.cost_model")
 
@@ -59,7 +60,7 @@ def load_pretrained(seed: int | None = None, host_cpu: str | None = None,
     without the file). ``host_cpu``: this machine's LLVM CPU name, to warn once when the model
     was trained on another. A shipped file that does not load (e.g. saved with an older feature
     schema) warns and gives None; a file named by the caller or the environment raises
-    ValueError instead."""
+    CostModelFileError (an InputError) instead."""
     chosen = Path(path) if path is not None else pretrained_path()
     if chosen is None:
         return None
@@ -68,7 +69,9 @@ def load_pretrained(seed: int | None = None, host_cpu: str | None = None,
         base = _loaded(chosen)
     except (OSError, ValueError) as e:
         if explicit:
-            raise ValueError(f"pre-trained cost model: {e}") from None
+            named = f" ({ENV})" if path is None else ""
+            why = f"{chosen}: {e.strerror}" if isinstance(e, OSError) and e.strerror else str(e)
+            raise CostModelFileError(f"pre-trained cost model{named}: {why}") from None
         warnings.warn(f"the shipped pre-trained cost model does not load ({e}); starting untrained",
                       stacklevel=2)
         return None

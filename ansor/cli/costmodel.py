@@ -131,9 +131,9 @@ def _costmodel_info(ns: argparse.Namespace) -> int:
         return 2
     try:
         model = LGBModel.load(path)
-    except ValueError as err:
+    except ValueError as err:  # CostModelFileError: the file is bad input, as a missing one is
         print(f"ansor costmodel info: {err}", file=sys.stderr)
-        return 1
+        return 2
     shipped = " (shipped with ansor-py)" if os.path.abspath(path) == os.fspath(SHIPPED) else ""
     print(f"{os.fspath(path)}{shipped}: LightGBM pack-sum model, {os.path.getsize(path) / 1e6:.1f} MB")
     lines = describe(model.provenance)

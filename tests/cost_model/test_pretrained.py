@@ -16,6 +16,7 @@ import pytest
 import ansor
 from ansor.cli import main as cli_main
 from ansor.tuning import default_cost_model
+from compute.errors import InputError
 from cost_model import LGBModel
 from cost_model import pretrained as P
 from cost_model.pretrain import held_out, pretrain, split_patterns, task_name
@@ -112,7 +113,7 @@ def test_hostile_provenance_is_refused_naming_the_field(model_file, tmp_path, pr
 
 def test_a_model_file_with_broken_boosters_is_refused(model_file, tmp_path):
     doc = json.loads(model_file.read_text())
-    for boosters, why in (([], "non-empty list"), (["not a model"], "does not parse")):
+    for boosters, why in (([], "non-empty list"), (["not a model"], "not a LightGBM model text")):
         doc["boosters"] = boosters
         bad = tmp_path / "b.json"
         bad.write_text(json.dumps(doc))
@@ -142,7 +143,9 @@ def test_a_named_model_that_does_not_load_is_an_error_the_shipped_one_a_warning(
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     monkeypatch.setenv(P.ENV, str(bad))
-    with pytest.raises(ValueError, match="pre-trained cost model: .*not a saved ansor-py cost model"):
+    # An InputError (the command line prints it as one line, exit 2) naming the variable.
+    with pytest.raises(InputError, match=r"pre-trained cost model \(ANSOR_PRETRAINED_MODEL\): "
+                       ".*not a saved ansor-py cost model"):
         default_cost_model(0)
     monkeypatch.delenv(P.ENV)
     monkeypatch.setattr(P, "SHIPPED", bad)
