@@ -58,6 +58,15 @@ def reshape_shape(in_shape: Sequence[int], target: Sequence[int], allowzero: boo
     return tuple(shape)
 
 
+def axis_in(axis: int, rank: int, what: str = "axis") -> int:
+    """``axis`` in [0, rank) as the ONNX spec allows it: [-rank, rank - 1], negative from the back.
+    Out of range is an error (onnxruntime refuses it), never wrapped."""
+    axis = int(axis)
+    if not -rank <= axis < rank:
+        raise ValueError(f"{what} {axis} is out of range [{-rank}, {rank - 1}] for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
 def flatten_axis(attrs: dict[str, Any], rank: int) -> int:
     """Flatten's axis in [0, rank]; a negative one counts from the back (-1 is rank - 1)."""
     axis = int(attrs.get("axis", 1))
@@ -69,7 +78,9 @@ def flatten_axis(attrs: dict[str, Any], rank: int) -> int:
 def unsqueezed(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, ...]:
     """``shape`` with 1s inserted at ``axes`` (axes of the output, negative from the back)."""
     rank = len(shape) + len(axes)
-    ax = sorted(a % rank for a in axes)
+    ax = sorted(axis_in(a, rank, "Unsqueeze axis") for a in axes)
+    if len(set(ax)) != len(ax):
+        raise ValueError(f"Unsqueeze axes {list(axes)} repeat an axis")
     out, it = [], iter(shape)
     for i in range(rank):
         out.append(1 if i in ax else next(it))
@@ -78,7 +89,10 @@ def unsqueezed(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, ...]:
 
 def squeezed(shape: Sequence[int], axes: Sequence[int] | None) -> tuple[int, ...]:
     """``shape`` without ``axes`` (all its 1s when ``axes`` is empty)."""
-    ax = {a % len(shape) for a in axes} if axes else {i for i, d in enumerate(shape) if d == 1}
+    ax = ({axis_in(a, len(shape), "Squeeze axis") for a in axes} if axes
+          else {i for i, d in enumerate(shape) if d == 1})
+    if any(shape[a] != 1 for a in ax):
+        raise ValueError(f"Squeeze axes {list(axes or [])} name a dimension that is not 1 in {list(shape)}")
     return tuple(d for i, d in enumerate(shape) if i not in ax)
 
 
@@ -101,7 +115,7 @@ def slice_params(imp: Any, node: onnx.NodeProto, attrs: dict[str, Any],
     for s, e, a, k in zip(starts, ends, axes, steps):
         if k <= 0:
             raise imp.err(node, f"only positive slice steps are supported, got {k}")
-        a %= rank
+        a = axis_in(a, rank, "Slice axis")
         b0, e0, _ = slice(s, e, k).indices(shape[a])
         begin[a], end[a], step[a] = b0, max(e0, b0), k
     return begin, end, step
@@ -164,7 +178,11 @@ def _f_shape(imp, node, attrs, args):
 
 @_folds("Gather")
 def _f_gather(imp, node, attrs, args):
-    return [np.take(args[0], args[1].astype(np.int64), axis=int(attrs.get("axis", 0)))]
+    axis = axis_in(attrs.get("axis", 0), args[0].ndim, "Gather axis")
+    idx, n = args[1].astype(np.int64), args[0].shape[axis]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise imp.err(node, f"Gather indices must be in [{-n}, {n - 1}] (axis {axis} of {list(args[0].shape)})")
+    return [np.take(args[0], idx, axis=axis)]
 
 
 @_folds("Unsqueeze")
@@ -182,7 +200,8 @@ def _f_squeeze(imp, node, attrs, args):
 
 @_folds("Concat")
 def _f_concat(imp, node, attrs, args):
-    return [np.concatenate([a for a in args if a is not None], axis=int(attrs["axis"]))]
+    parts = [a for a in args if a is not None]
+    return [np.concatenate(parts, axis=axis_in(attrs["axis"], parts[0].ndim, "Concat axis"))]
 
 
 @_folds("Reshape")

@@ -24,6 +24,7 @@ from .onnx_fold import FOLD as _FOLD
 from .onnx_fold import NP_DTYPES as _NP_DTYPES
 from .onnx_fold import OnnxImportError
 from .onnx_fold import tensor_array as _tensor
+from .onnx_validate import node_label, validate_model
 
 
 _TO_NHWC = (0, 2, 3, 1)
@@ -101,7 +102,8 @@ class _Importer:
         self.shape_arg = shape
 
     def err(self, node: onnx.NodeProto, msg: str) -> OnnxImportError:
-        return OnnxImportError(f"{self.where}: node {display_name(node.name or node.output[0])} "
+        index = next((i for i, n in enumerate(self.g.node) if n is node), -1)
+        return OnnxImportError(f"{self.where}: node {display_name(node_label(node, index))} "
                                f"({node.op_type}): {msg}")
 
     # -- values --
@@ -219,6 +221,7 @@ class _Importer:
 
     def run(self) -> Graph:
         self.check_supported()
+        validate_model(self.model, self.where)
         self.inputs()
         for node in self.g.node:
             for i in node.input:
@@ -237,10 +240,15 @@ class _Importer:
                         self.set_const(name, arr)
                     continue
                 _HANDLERS[node.op_type](self, node, attrs)
-            except (GraphError, ValueError, IndexError) as e:
-                if isinstance(e, OnnxImportError):
-                    raise
+            except OnnxImportError:
+                raise
+            except (GraphError, ValueError) as e:
                 raise self.err(node, str(e)) from None
+            except KeyError as e:  # a rule reading an attribute the model left out
+                raise self.err(node, f"missing attribute or input {e}") from None
+            except (IndexError, TypeError, ZeroDivisionError, OverflowError, AttributeError) as e:
+                # The net under the explicit checks: a malformed node must not crash a rule.
+                raise self.err(node, f"malformed node ({type(e).__name__}: {e})") from None
         outs = []
         for name in self.out_names:
             if name not in self.env:
