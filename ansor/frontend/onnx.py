@@ -51,16 +51,20 @@ for _op in _FOLD:
     _HANDLERS.setdefault(_op, _const_only)
 
 
-def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[int] | None = None) -> Graph:
+def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[int] | None = None, *,
+              fold_limit: int | None = None) -> Graph:
     """Import an ONNX model as a ``Graph`` (see the module docstring for layout and limits).
 
     ``model_or_path``: a path to an ``.onnx`` file, its bytes, or an ``onnx.ModelProto``.
     ``shape``: ``{input name: shape}`` for inputs whose shape the model leaves dynamic or
     missing (or one shape for a single-input model). Errors are ``OnnxImportError`` naming
     the file, and the node or input at fault.
+    ``fold_limit``: elements a constant folded at import may have (default
+    ``$ANSOR_ONNX_FOLD_LIMIT``, else 64M; a fold may always be as large as its largest input);
+    all folded constants together may take a quarter of the memory available.
     """
     model, where = _load(model_or_path)
-    return _Importer(model, where, shape).run()
+    return _Importer(model, where, shape, fold_limit).run()
 
 
 __all__ = ["OnnxImportError", "from_onnx"]

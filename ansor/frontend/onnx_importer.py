@@ -18,11 +18,13 @@ from typing import Any
 import numpy as np
 import onnx
 
+from compute.memory import available_bytes
+
 from ..graph.builder import GraphBuilder, Var
 from ..graph.ir import DTYPES, Graph, GraphError, display_name
 from .onnx_fold import FOLD as _FOLD
 from .onnx_fold import NP_DTYPES as _NP_DTYPES
-from .onnx_fold import OnnxImportError
+from .onnx_fold import OnnxImportError, fold_limit
 from .onnx_fold import tensor_array as _tensor
 from .onnx_validate import node_label, validate_model
 
@@ -90,7 +92,7 @@ def _opset(model: onnx.ModelProto) -> int:
 # ---- the importer -----------------------------------------------------------------------------------
 
 class _Importer:
-    def __init__(self, model: onnx.ModelProto, where: str, shape: Any) -> None:
+    def __init__(self, model: onnx.ModelProto, where: str, shape: Any, fold_elems: int | None = None) -> None:
         self.model, self.where, self.g = model, where, model.graph
         self.opset = _opset(model)
         self.b = GraphBuilder(model.graph.name or "onnx")
@@ -100,6 +102,11 @@ class _Importer:
         self.uses.update(self.out_names)
         self.conv_of: dict[str, tuple[Var, Var, Var | None]] = {}  # conv output -> (conv, weight, bias)
         self.shape_arg = shape
+        # The budget of constant folding (onnx_fold.check_fold): elements per folded constant,
+        # bytes in total (a quarter of the memory available now).
+        self.fold_elems = fold_limit(fold_elems)
+        self.fold_budget = available_bytes() // 4
+        self.folded_bytes = 0
 
     def err(self, node: onnx.NodeProto, msg: str) -> OnnxImportError:
         index = next((i for i, n in enumerate(self.g.node) if n is node), -1)
@@ -238,6 +245,7 @@ class _Importer:
                                                                    for i in node.input])
                     for name, arr in zip(node.output, outs):
                         self.set_const(name, arr)
+                        self.folded_bytes += arr.nbytes if arr.base is None else 0  # views are free
                     continue
                 _HANDLERS[node.op_type](self, node, attrs)
             except OnnxImportError:

@@ -121,3 +121,55 @@ def test_cli_prints_one_line_exit_2(tmp_path, capsys, case, build, msg):
         assert ansor.cli.main(["network", cmd, str(path)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith(f"ansor: {path}: ") and "Traceback" not in err, err
+
+
+# ---- constant folding has a budget (issue 40 item 3) ------------------------------------------------
+
+def _broadcast_bomb(n: int):
+    """A [1, n] + [n, 1] Add of two small initializers: n * n elements once folded."""
+    return make_model([mk("Add", ["a", "b"], ["c"], name="bomb"), mk("Add", ["x", "c"], ["y"])], {"x": rand(1, 1)},
+                      {"a": np.zeros((1, n), np.float32), "b": np.zeros((n, 1), np.float32)})
+
+
+def test_broadcasting_fold_is_capped_before_allocating():
+    # The reported model was n = 30000 (3.6 GB) under the default cap of 64M elements; the same
+    # escape (no size check on broadcasting ops) at a size this test can afford on old code.
+    with pytest.raises(OnnxImportError, match=r"node bomb \(Add\): folding it makes a constant of shape "
+                                              r"\[3000, 3000\] \(9000000 elements\), more than the 1048576"):
+        from_onnx(_broadcast_bomb(3000), fold_limit=1 << 20)
+    assert from_onnx(_broadcast_bomb(3000), fold_limit=1 << 24).inputs["x"].shape == (1, 1)
+
+
+def test_default_fold_limit_refuses_the_reported_model(monkeypatch):
+    monkeypatch.delenv("ANSOR_ONNX_FOLD_LIMIT", raising=False)
+    with pytest.raises(OnnxImportError, match=r"node bomb \(Add\): .*\[30000, 30000\].*67108864 elements"):
+        from_onnx(_broadcast_bomb(30000))
+
+
+def test_fold_limit_from_the_environment(monkeypatch):
+    monkeypatch.setenv("ANSOR_ONNX_FOLD_LIMIT", "1000")
+    with pytest.raises(OnnxImportError, match=r"node bomb \(Add\): .*\[40, 40\].*1000 elements.*ANSOR_ONNX_FOLD_LIMIT"):
+        from_onnx(_broadcast_bomb(40))
+    monkeypatch.setenv("ANSOR_ONNX_FOLD_LIMIT", "lots")
+    with pytest.raises(OnnxImportError, match=r"ANSOR_ONNX_FOLD_LIMIT='lots': not a whole number"):
+        from_onnx(_broadcast_bomb(4))
+    with pytest.raises(OnnxImportError, match=r"fold_limit=0: must be a positive number"):
+        from_onnx(_broadcast_bomb(4), fold_limit=0)
+
+
+def test_fold_may_be_as_large_as_its_largest_input():
+    # A weight pre-processed by constant ops (exporters emit these) folds whatever the limit.
+    model = make_model([mk("Mul", ["w", "two"], ["c"]), mk("Add", ["x", "c"], ["y"])], {"x": rand(1, 1)},
+                       {"w": rand(40, 40), "two": np.full((1, 1), 2, np.float32)})
+    assert from_onnx(model, fold_limit=100).inputs["x"].shape == (1, 1)
+
+
+def test_folded_bytes_have_a_total_budget(monkeypatch):
+    # A quarter of ANSOR_MAX_MEMORY (4 MiB): a 0.75 MiB ConstantOfShape folds, a second one does not.
+    monkeypatch.setenv("ANSOR_MAX_MEMORY", "4M")
+    shape = np.array([3, 65536], np.int64)
+    nodes = [mk("ConstantOfShape", ["s"], [f"c{i}"], name=f"fill{i}") for i in range(3)]
+    nodes += [mk("Sum", ["x", "c0", "c1", "c2"], ["y"])]
+    with pytest.raises(OnnxImportError, match=r"node fill1 \(ConstantOfShape\): folding it \(shape \[3, 65536\]\), "
+                                              r"the constants folded at import needs 1\.5 MiB, more than the 1\.0 MiB"):
+        from_onnx(make_model(nodes, {"x": rand(1, 1)}, {"s": shape}))
