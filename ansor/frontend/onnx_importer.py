@@ -199,7 +199,7 @@ class _Importer:
             dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim]
             shown = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
             if i.name in given:
-                shp = tuple(int(d) for d in given[i.name])
+                shp = self._given_shape(i.name, given[i.name])
                 if not tt.HasField("shape"):
                     pass
                 elif len(shp) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shp)):
@@ -213,7 +213,21 @@ class _Importer:
                     f"from_onnx(..., shape={{{i.name!r}: ({example})}})")
             else:
                 shp = tuple(dims)
-            self.set_plain(i.name, self.b.input(i.name, shp, dtype))
+            try:
+                self.set_plain(i.name, self.b.input(i.name, shp, dtype))
+            except GraphError as e:
+                raise OnnxImportError(f"{self.where}: input {display_name(i.name)}: {e}") from None
+
+    def _given_shape(self, name: str, value: Any) -> tuple[int, ...]:
+        """``shape=`` for input ``name``: positive integers (1.5 used to be truncated to 1)."""
+        bad = f"{self.where}: shape= for input {display_name(name)} must be a sequence of positive integers"
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise OnnxImportError(f"{bad}, got {value!r}")
+        dims = list(value)
+        for d in dims:
+            if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 1:
+                raise OnnxImportError(f"{bad}, got {d!r} in {tuple(dims)!r}")
+        return tuple(int(d) for d in dims)
 
     def check_supported(self) -> None:
         bad: dict[str, list] = {}

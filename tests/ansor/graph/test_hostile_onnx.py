@@ -4,6 +4,8 @@ bare KeyError/ZeroDivisionError/IndexError, a traceback or a silently accepted m
 onnxruntime would reject."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -173,3 +175,32 @@ def test_folded_bytes_have_a_total_budget(monkeypatch):
     with pytest.raises(OnnxImportError, match=r"node fill1 \(ConstantOfShape\): folding it \(shape \[3, 65536\]\), "
                                               r"the constants folded at import needs 1\.5 MiB, more than the 1\.0 MiB"):
         from_onnx(make_model(nodes, {"x": rand(1, 1)}, {"s": shape}))
+
+
+# ---- shapes are positive integers (issue 40 item 9) -------------------------------------------------
+
+def _dynamic_input_model():
+    x = helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, 8, 8])
+    g = helper.make_graph([mk("Relu", ["images"], ["y"])], "dyn", [x],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("shape,shown", [((1.5, 3, 8, 8), "1.5"), ((True, 3, 8, 8), "True"), ((-1, 3, 8, 8), "-1"),
+                                         ((0, 3, 8, 8), "0"), (("1", 3, 8, 8), "'1'"), (7, "7")])
+def test_shape_argument_must_be_positive_integers(shape, shown):
+    # (1.5, 3, 8, 8) was truncated to a batch of 1.
+    with pytest.raises(OnnxImportError, match=rf"shape= for input images must be a sequence of positive "
+                                              rf"integers, got {re.escape(shown)}"):
+        from_onnx(_dynamic_input_model(), shape=shape)
+    assert from_onnx(_dynamic_input_model(), shape=(np.int64(2), 3, 8, 8)).inputs["images"].shape == (2, 3, 8, 8)
+
+
+def test_tensor_shapes_have_a_sane_size():
+    # Dims whose product overflows int64 are refused at import, naming the input.
+    model = make_model([mk("Relu", ["x"], ["y"])], {"x": rand(1, 1)})
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1 << 40
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 1 << 40
+    with pytest.raises(OnnxImportError, match=r"input x: shape \[1099511627776, 1099511627776\] has .* elements, "
+                                              r"more than the 281474976710656 any tensor may have"):
+        from_onnx(model)
