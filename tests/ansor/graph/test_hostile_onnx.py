@@ -204,3 +204,24 @@ def test_tensor_shapes_have_a_sane_size():
     with pytest.raises(OnnxImportError, match=r"input x: shape \[1099511627776, 1099511627776\] has .* elements, "
                                               r"more than the 281474976710656 any tensor may have"):
         from_onnx(model)
+
+
+# ---- Clip without bounds clamps to the float range, as the spec says (issue 40 item 9) ---------------
+
+@pytest.mark.parametrize("opset", [6, 13])
+def test_clip_without_bounds_clamps_inf_like_onnxruntime(opset):
+    import onnxruntime as ort
+
+    from ansor.graph import run
+    from ansor.graph.executor import compile_network
+
+    model = make_model([mk("Clip", ["x"], ["y"], name="cl")], {"x": rand(2, 4)}, opset=opset)
+    model.graph.output[0].type.tensor_type.shape.dim.add().dim_value = 2
+    model.graph.output[0].type.tensor_type.shape.dim.add().dim_value = 4
+    x = np.array([[np.inf, -np.inf, 1.0, -2.0], [3e38, -3e38, 0.0, np.inf]], np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.isfinite(want).all()  # onnxruntime: +-inf become +-3.4028235e38
+    g = from_onnx(model)
+    np.testing.assert_array_equal(run(g, {"x": x})["y"], want)
+    lib = compile_network(g, verbose=False)
+    np.testing.assert_array_equal(lib.run({"x": x})["y"], want)
