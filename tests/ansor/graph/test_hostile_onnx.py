@@ -225,3 +225,51 @@ def test_clip_without_bounds_clamps_inf_like_onnxruntime(opset):
     np.testing.assert_array_equal(run(g, {"x": x})["y"], want)
     lib = compile_network(g, verbose=False)
     np.testing.assert_array_equal(lib.run({"x": x})["y"], want)
+
+
+# ---- memory is checked before compiling or running (issue 40 item 3) --------------------------------
+
+def _huge_input_model():
+    model = make_model([mk("Relu", ["x"], ["y"])], {"x": rand(1, 3, 8, 8)})
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_value = dims[3].dim_value = 100000  # 112 GiB of float32
+    return model
+
+
+def _huge_pad_model():
+    pads = np.array([0, 0, 200000, 200000, 0, 0, 200000, 200000], np.int64)
+    return make_model([mk("Pad", ["x", "p"], ["y"], name="padbomb")], {"x": rand(1, 3, 8, 8)}, {"p": pads})
+
+
+@pytest.mark.parametrize("build,tensor,size", [(_huge_input_model, r"x f32\[1, 3, 100000, 100000\]", r"111\.8 GiB"),
+                                               (_huge_pad_model, r"y f32\[1, 3, 400008, 400008\]", r"1\.7 TiB")])
+def test_compile_and_reference_refuse_a_plan_larger_than_memory(monkeypatch, build, tensor, size):
+    from ansor.graph import run
+    from ansor.graph.executor import compile_network
+    from compute.memory import MemoryBudgetError
+
+    monkeypatch.setenv("ANSOR_MAX_MEMORY", "8G")
+    g = from_onnx(build())  # the shapes are valid: only running them is not
+    msg = rf"graph test: tensor {tensor} needs {size}, more than the 8\.0 GiB of memory available"
+    with pytest.raises(MemoryBudgetError, match=msg):
+        compile_network(g, verbose=False)
+    with pytest.raises(MemoryBudgetError, match=msg):
+        run(g, {})
+
+
+def test_plan_total_is_checked_with_the_largest_tensor_named(monkeypatch):
+    from ansor.graph import GraphBuilder
+    from ansor.graph.executor import compile_network
+    from ansor.graph.memory_plan import memory_plan
+    from compute.memory import MemoryBudgetError
+
+    b = GraphBuilder("chain")
+    x = b.input("x", (256, 256))  # 256 KiB per value
+    y = b.relu(b.relu(b.relu(x, name="r1"), name="r2"), name="r3")
+    g = b.build(y)
+    plan = memory_plan(g)
+    assert (plan.inputs, plan.peak, plan.all_values) == (1 << 18, 2 << 18, 3 << 18)
+    monkeypatch.setenv("ANSOR_MAX_MEMORY", "600K")  # every tensor fits, the plan does not
+    with pytest.raises(MemoryBudgetError, match=r"graph chain: running it \(256\.0 KiB of inputs, .*largest "
+                                                r"tensor .* f32\[256, 256\], 256\.0 KiB\) needs 768\.0 KiB"):
+        compile_network(g, verbose=False)
