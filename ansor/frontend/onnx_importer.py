@@ -121,7 +121,10 @@ class _Importer:
         v = self.env[name]
         if v.plain is None:
             if v.const is not None:
-                v.plain = self.b.constant(self._const_dtype(v.const, name), name=f"{name}", copy=False)
+                # A constant graph output gets another name: an identity node computes the
+                # output (the compiled module fills outputs by kernels, not from constants).
+                v.plain = self.b.constant(self._const_dtype(v.const, name), copy=False,
+                                          name=f"{name}:const" if name in self.out_names else name)
             elif v.flat_nhwc is not None:
                 v.plain = self.b.reshape(self.plain(v.flat_nhwc[1]), v.shape, name=name)
             elif v.permuted is not None:

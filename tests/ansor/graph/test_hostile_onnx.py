@@ -273,3 +273,31 @@ def test_plan_total_is_checked_with_the_largest_tensor_named(monkeypatch):
     with pytest.raises(MemoryBudgetError, match=r"graph chain: running it \(256\.0 KiB of inputs, .*largest "
                                                 r"tensor .* f32\[256, 256\], 256\.0 KiB\) needs 768\.0 KiB"):
         compile_network(g, verbose=False)
+
+
+# ---- constant and empty outputs compile or are refused by name (found by fuzzing the importer) -------
+
+def _shape_model(end: int):
+    g = helper.make_graph([mk("Shape", ["x"], ["y"], end=end)], "shape", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 3, 8, 8])], [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_constant_graph_output_compiles():
+    # Shape is folded: the output is a constant, which compile_network used to miss (KeyError).
+    from ansor.graph.executor import compile_network
+
+    lib = compile_network(from_onnx(_shape_model(2)), verbose=False)
+    np.testing.assert_array_equal(lib.run({"x": np.ones((1, 3, 8, 8), np.float32)})["y"], [1, 3])
+
+
+def test_empty_tensor_is_refused_by_name_at_compile():
+    from ansor.graph import run
+    from ansor.graph.executor import compile_network
+    from ansor.graph.ir import GraphError
+
+    g = from_onnx(_shape_model(-5))
+    assert run(g, {"x": np.ones((1, 3, 8, 8), np.float32)})["y"].shape == (0,)  # numpy runs it
+    with pytest.raises(GraphError, match=r"value y:const i64\[0\] \(used by node y, identity\) is empty: "
+                                         r"compiled kernels need every dimension to be at least 1"):
+        compile_network(g, verbose=False)
