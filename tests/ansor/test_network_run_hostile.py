@@ -65,7 +65,8 @@ def test_network_run_fails_on_a_nan_output(relu_onnx, monkeypatch, capsys):
 def test_network_run_bad_log_is_one_line(relu_onnx, tmp_path, capsys, kind):
     log = tmp_path / "nope.json" if kind == "missing" else tmp_path
     assert ansor.cli.main(["network", "run", relu_onnx, "--log", str(log), "--rounds", "0"]) == 2
-    want = "no such file (tuning records to take schedules from)" if kind == "missing" else "is a directory, not a file of tuning records"
+    want = ("no such file (tuning records to take schedules from)" if kind == "missing"
+            else "is a directory, not a file of tuning records")
     assert _one_line(capsys) == f"ansor: --log {log}: {want}"
 
 
