@@ -301,3 +301,49 @@ def test_empty_tensor_is_refused_by_name_at_compile():
     with pytest.raises(GraphError, match=r"value y:const i64\[0\] \(used by node y, identity\) is empty: "
                                          r"compiled kernels need every dimension to be at least 1"):
         compile_network(g, verbose=False)
+
+
+# ---- a small seeded fuzz: whatever the attributes, an import succeeds or raises InputError -----------
+
+_FUZZ_ATTRS = {"Conv": ["strides", "pads", "dilations", "group", "kernel_shape", "auto_pad"],
+               "MaxPool": ["kernel_shape", "strides", "pads", "ceil_mode", "auto_pad"],
+               "AveragePool": ["kernel_shape", "strides", "pads", "count_include_pad", "auto_pad"],
+               "Concat": ["axis"], "Softmax": ["axis"], "Flatten": ["axis"], "Transpose": ["perm"],
+               "LRN": ["size", "alpha"], "Gemm": ["alpha", "transA", "transB"], "Squeeze": ["axes"],
+               "LayerNormalization": ["axis"], "Gather": ["axis"], "Reshape": ["allowzero"], "Pad": ["mode"],
+               "Slice": [], "Expand": [], "ConstantOfShape": [], "Range": [], "Shape": ["start", "end"]}
+_FUZZ_VALUES = [0, -1, 1, 2, 3, 7, 1 << 40, -(1 << 62), [0], [0, 0], [1, 1], [-1, 2, 2, -1], [1 << 30] * 4,
+                [0, 1, 2, 3], [3, 2, 1, 0, 4], 0.5, float("nan"), "SAME_LOWER", "VALID", "bogus"]
+
+
+def _fuzz_model(rng):
+    op = rng.choice(sorted(_FUZZ_ATTRS))
+    attrs = {a: _FUZZ_VALUES[rng.integers(len(_FUZZ_VALUES))] for a in _FUZZ_ATTRS[op] if rng.random() < 0.6}
+    ints = [np.array(rng.choice(_FUZZ_VALUES[:8], size=rng.integers(1, 4)), np.int64) for _ in range(2)]
+    inits = {"w": rand(2, 3, 3, 3), "g": rand(8), "i0": ints[0], "i1": ints[1]}
+    ins = {"Conv": ["x", "w"], "Gemm": ["f", "w2"], "LayerNormalization": ["x", "g"], "Concat": ["x", "f"],
+           "ConstantOfShape": ["i0"], "Range": ["i0", "i1", "i0"], "Slice": ["x", "i0", "i1", "i1"]}.get(
+        op, ["x", "i0"] if op in ("Reshape", "Squeeze", "Gather", "Expand", "Pad") else ["x"])
+    inits["w2"] = rand(*[(192, 4), (4, 5), (8,)][rng.integers(3)])
+    nodes = [mk("Flatten", ["x"], ["f"]), mk(op, ins, ["y"], name="n", **attrs)]
+    return make_model(nodes, {"x": rand(*[(1, 3, 8, 8), (2, 3, 8), (8,)][rng.integers(3)])}, inits,
+                      opset=int(rng.choice([11, 13, 17])))
+
+
+@pytest.mark.parametrize("validate", [True, False], ids=["checked", "rules-only"])
+def test_fuzzed_attributes_never_crash_the_importer(monkeypatch, validate):
+    from compute.errors import InputError
+
+    if not validate:  # the op rules alone must hold too (the net under the ONNX checker)
+        monkeypatch.setattr(onnx_importer, "validate_model", lambda model, where: None)
+    rng, imported = np.random.default_rng(40), 0
+    for _ in range(300):
+        model = _fuzz_model(rng)
+        try:
+            from_onnx(model)
+            imported += 1
+        except InputError:
+            pass
+        except Exception as e:  # noqa: BLE001 - the point of the test
+            pytest.fail(f"{type(e).__name__}: {e} on {model.graph.node[1]}")
+    assert imported > 10  # the fuzz reaches the rules, not only the checker's refusals
