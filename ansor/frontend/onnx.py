@@ -19,11 +19,14 @@ ReduceMean axes as attributes or inputs).
 
 The model is untrusted input: it is parsed from bytes (external-data references are refused,
 so a model cannot make us read other files), names are kept only to label inputs, outputs and
-printed nodes (``display_name`` escapes them), and nothing from the model becomes code.
+printed nodes (``display_name`` escapes them), and nothing from the model becomes code. It is
+validated as onnxruntime would before any rule runs (``onnx_validate.py``: opset, node schemas,
+strict shape and type inference), every error is one ``OnnxImportError`` naming the node and its
+op, and constant folding has a budget checked before allocating (``fold_limit``).
 
 Code: ``onnx_importer.py`` (loading, the importer and its handler registry), the handlers by
 operator family in ``onnx_ops_elementwise.py``, ``onnx_ops_shape.py`` and ``onnx_ops_nn.py``,
-constant folding and shared shape rules in ``onnx_fold.py``.
+constant folding and shared shape rules in ``onnx_fold.py``, validation in ``onnx_validate.py``.
 """
 from __future__ import annotations
 
