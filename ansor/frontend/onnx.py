@@ -63,7 +63,7 @@ def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[
     missing (or one shape for a single-input model). Errors are ``OnnxImportError`` naming
     the file, and the node or input at fault.
     ``fold_limit``: elements a constant folded at import may have (default
-    ``$ANSOR_ONNX_FOLD_LIMIT``, else 64M; a fold may always be as large as its largest input);
+    ``$ANSOR_ONNX_FOLD_LIMIT``, else 2**28; a fold may always be as large as its largest input);
     all folded constants together may take a quarter of the memory available.
     """
     model, where = _load(model_or_path)

@@ -149,12 +149,13 @@ def _attr_tensor(node, attrs, where) -> np.ndarray:
 
 
 # A model is untrusted: a constant it asks us to fold is capped *before* it is allocated. The cap
-# is per constant (64M elements by default; a fold may always produce as many elements as its
-# largest input, so a Transpose of VGG-19's 4096 x 25088 weight still folds) and in total (a
-# quarter of the memory available, ``compute.memory``). Past either, the import fails naming
-# the node: a 240 KB model used to fold a [30000, 30000] Add into 3.6 GB.
+# is per constant (2**28 elements, 1 GiB of float32, by default: the onnx wheel's light VGG-19
+# makes its 4096 x 25088 = 2**26.6 weight with a ConstantOfShape; and a fold may always produce
+# as many elements as its largest input) and in total (a quarter of the memory available,
+# ``compute.memory``). Past either, the import fails naming the node: a 240 KB model used to
+# fold a [30000, 30000] Add into 3.6 GB.
 FOLD_LIMIT_ENV = "ANSOR_ONNX_FOLD_LIMIT"
-DEFAULT_FOLD_ELEMS = 1 << 26
+DEFAULT_FOLD_ELEMS = 1 << 28
 
 
 def fold_limit(explicit: int | None = None) -> int:

@@ -101,7 +101,9 @@ def _light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
     as typed graph inputs (no copy of the weights), outputs untyped (a model's declared output
     types are not what we check)."""
     src = model.graph
-    light = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
+    # IR 4 (ONNX 1.3) made initializers constants without a graph input each; onnxruntime (and
+    # the importer) read older models that way too, so shape inference must as well.
+    light = onnx.ModelProto(ir_version=max(model.ir_version, 4), producer_name=model.producer_name)
     light.opset_import.extend(model.opset_import)
     g = light.graph
     g.name = src.name or "onnx"

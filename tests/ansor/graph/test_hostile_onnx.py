@@ -134,7 +134,7 @@ def _broadcast_bomb(n: int):
 
 
 def test_broadcasting_fold_is_capped_before_allocating():
-    # The reported model was n = 30000 (3.6 GB) under the default cap of 64M elements; the same
+    # The reported model was n = 30000 (3.6 GB) under the default cap of 2**28 elements; the same
     # escape (no size check on broadcasting ops) at a size this test can afford on old code.
     with pytest.raises(OnnxImportError, match=r"node bomb \(Add\): folding it makes a constant of shape "
                                               r"\[3000, 3000\] \(9000000 elements\), more than the 1048576"):
@@ -144,7 +144,7 @@ def test_broadcasting_fold_is_capped_before_allocating():
 
 def test_default_fold_limit_refuses_the_reported_model(monkeypatch):
     monkeypatch.delenv("ANSOR_ONNX_FOLD_LIMIT", raising=False)
-    with pytest.raises(OnnxImportError, match=r"node bomb \(Add\): .*\[30000, 30000\].*67108864 elements"):
+    with pytest.raises(OnnxImportError, match=r"node bomb \(Add\): .*\[30000, 30000\].*268435456 elements"):
         from_onnx(_broadcast_bomb(30000))
 
 
@@ -347,3 +347,21 @@ def test_fuzzed_attributes_never_crash_the_importer(monkeypatch, validate):
         except Exception as e:  # noqa: BLE001 - the point of the test
             pytest.fail(f"{type(e).__name__}: {e} on {model.graph.node[1]}")
     assert imported > 10  # the fuzz reaches the rules, not only the checker's refusals
+
+
+# ---- what the checks must not refuse ------------------------------------------------------------------
+
+def test_old_ir_model_with_initializer_not_in_inputs_imports():
+    # IR < 4 listed every initializer as a graph input; onnxruntime reads one that is not (the
+    # light models with their ConstantOfShape weights turned initializers), so must we.
+    model = make_model([mk("Unsqueeze", ["b"], ["b3"], name="uq", axes=[1, 2]), mk("Add", ["x", "b3"], ["y"])],
+                       X4, {"b": rand(3)}, opset=9)
+    model.ir_version = 3
+    assert from_onnx(model).type_of("y").shape == (1, 3, 8, 8)
+
+
+def test_large_constant_of_shape_weight_within_default_limit():
+    # The onnx wheel's light VGG-19 builds its 4096 x 25088 weight with a ConstantOfShape: 2**26.6
+    # elements must fold by default (no allocation here: the limit is checked, then a tiny fill).
+    from ansor.frontend.onnx_fold import DEFAULT_FOLD_ELEMS
+    assert 4096 * 25088 <= DEFAULT_FOLD_ELEMS < 30000 * 30000
