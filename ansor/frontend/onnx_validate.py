@@ -67,7 +67,15 @@ def _check_nodes(model: onnx.ModelProto, where: str) -> None:
     ctx.ir_version = model.ir_version
     ctx.opset_imports = {imp.domain: imp.version for imp in model.opset_import}
     scope = checker.C.LexicalScopeContext()
+    defined = {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer}
     for i, node in enumerate(model.graph.node):
+        # Before shape inference, whose word for this is "expected to have type but is null".
+        for name in node.input:
+            if name and name not in defined:
+                raise OnnxImportError(f"{where}: node {display_name(node_label(node, i))} ({node.op_type}): "
+                                      f"input {display_name(name)} is not defined before it (graph not "
+                                      f"topologically sorted, or the value is never produced)")
+        defined.update(node.output)
         if node.domain not in ("", "ai.onnx"):
             continue  # other domains are refused (or not) by the importer's list of supported ops
         try:

@@ -365,3 +365,12 @@ def test_large_constant_of_shape_weight_within_default_limit():
     # elements must fold by default (no allocation here: the limit is checked, then a tiny fill).
     from ansor.frontend.onnx_fold import DEFAULT_FOLD_ELEMS
     assert 4096 * 25088 <= DEFAULT_FOLD_ELEMS < 30000 * 30000
+
+
+def test_cycle_names_the_undefined_input():
+    # Shape inference would say "Input 0 expected to have type but instead is null".
+    model = make_model([mk("Relu", ["b"], ["a"], name="first"), mk("Relu", ["a"], ["b"]),
+                        mk("Relu", ["x"], ["y"])], {"x": rand(1, 3)})
+    with pytest.raises(OnnxImportError, match=r"node first \(Relu\): input b is not defined before it \(graph not "
+                                              r"topologically sorted"):
+        from_onnx(model)
