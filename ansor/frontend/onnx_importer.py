@@ -219,7 +219,7 @@ class _Importer:
             try:
                 self.set_plain(i.name, self.b.input(i.name, shp, dtype))
             except GraphError as e:
-                raise OnnxImportError(f"{self.where}: input {display_name(i.name)}: {e}") from None
+                raise OnnxImportError(f"{self.where}: {e}") from None  # the builder names the input
 
     def _given_shape(self, name: str, value: Any) -> tuple[int, ...]:
         """``shape=`` for input ``name``: positive integers (1.5 used to be truncated to 1)."""

@@ -92,3 +92,8 @@ def test_cli_network_run_refuses_huge_plan_in_one_line(tmp_path, capsys, monkeyp
     assert ansor.cli.main(["network", "run", str(path), "--rounds", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ansor: graph test: tensor ") and "8.0 GiB" in err, err
+
+
+def test_image_size_beyond_any_tensor_names_the_input(capsys):
+    assert ansor.cli.main(["network", "tasks", "resnet-18", "--image-size", str(1 << 30)]) == 2
+    assert _one_line(capsys).startswith("ansor: graph input 'data': shape [1, 1073741824, 1073741824, 3] has ")
