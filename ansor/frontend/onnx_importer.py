@@ -275,9 +275,15 @@ class _Importer:
                 # The net under the explicit checks: a malformed node must not crash a rule.
                 raise self.err(node, f"malformed node ({type(e).__name__}: {e})") from None
         outs = []
+        declared = {o.name: o.type.tensor_type.elem_type for o in self.g.output}
         for name in self.out_names:
             if name not in self.env:
                 raise OnnxImportError(f"{self.where}: graph output {display_name(name)} is never computed")
+            want = _NP_DTYPES.get(declared.get(name, 0))
+            if declared.get(name) and want != self.env[name].dtype:  # onnxruntime refuses these too
+                raise OnnxImportError(
+                    f"{self.where}: graph output {display_name(name)} is declared "
+                    f"{onnx.TensorProto.DataType.Name(declared[name])} but computes {self.env[name].dtype}")
             var = self.plain(name)
             if var.name != name:
                 var = self.b.add_node("identity", [var], {}, name)

@@ -374,3 +374,10 @@ def test_cycle_names_the_undefined_input():
     with pytest.raises(OnnxImportError, match=r"node first \(Relu\): input b is not defined before it \(graph not "
                                               r"topologically sorted"):
         from_onnx(model)
+
+
+def test_declared_output_type_must_match():
+    # onnxruntime: "Type (tensor(float)) of output arg (y) ... does not match expected type".
+    model = make_model([mk("Cast", ["x"], ["y"], name="c", to=TensorProto.INT64)], {"x": rand(2, 3)})
+    with pytest.raises(OnnxImportError, match=r"graph output y is declared FLOAT but computes int64"):
+        from_onnx(model)
