@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from compute.errors import InputError
+
 from .graph import Graph, GraphBuilder, Var
 
 
@@ -142,6 +144,10 @@ def _bert_layer(batch: int, seq_len: int, seed: int, hidden: int = 768, heads: i
     return b.build(b.reshape(x2, (batch, seq_len, hidden), name="output"))
 
 
+# The CNNs halve the image 5 times (stride-2 stem, pool or conv, and 3 more stages): the image
+# must be a multiple of 32 so every feature map is whole, down to 1 x 1 at 32.
+_TOTAL_STRIDE = 32
+
 _ZOO: dict[str, tuple[Callable[..., Graph], dict[str, Any]]] = {
     "resnet-18": (lambda batch, image_size, seed: _resnet(18, batch, image_size, seed), {"image_size": 224}),
     "resnet-50": (lambda batch, image_size, seed: _resnet(50, batch, image_size, seed), {"image_size": 224}),
@@ -157,19 +163,24 @@ def list_networks() -> builtins.list[str]:
 
 def get(name: str, batch: int = 1, seed: int = 0, **kwargs: Any) -> Graph:
     """The network ``name`` as a Graph. Options: ``image_size`` (CNNs, default 224; a multiple of
-    32) or ``seq_len`` (BERT, default 128); ``seed`` picks the weights."""
+    32, the CNNs' total stride, so 32 is the smallest) or ``seq_len`` (BERT, default 128); ``seed``
+    picks the weights. Bad names and options raise ``InputError`` (a ``ValueError``)."""
     if name not in _ZOO:
-        raise ValueError(f"unknown network {name!r}; available: {', '.join(list_networks())}")
+        raise InputError(f"unknown network {name!r}; available: {', '.join(list_networks())}")
     fn, defaults = _ZOO[name]
     bad = sorted(set(kwargs) - set(defaults))
     if bad:
-        raise ValueError(f"network {name!r} takes option(s) {', '.join(sorted(defaults))}, not {', '.join(bad)}")
+        raise InputError(f"network {name!r} takes option(s) {', '.join(sorted(defaults))}, not {', '.join(bad)}")
     opts = {**defaults, **kwargs}
     for key, value in {"batch": batch, **opts}.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"network {name!r}: {key} must be a positive integer, got {value!r}")
-    if "image_size" in opts and opts["image_size"] % 32:
-        raise ValueError(f"network {name!r}: image_size must be a multiple of 32, got {opts['image_size']}")
+            raise InputError(f"network {name!r}: {key} must be a positive integer, got {value!r}")
+    if "image_size" in opts and opts["image_size"] % _TOTAL_STRIDE:
+        size = opts["image_size"]
+        near = max(_TOTAL_STRIDE, size // _TOTAL_STRIDE * _TOTAL_STRIDE)
+        raise InputError(f"network {name!r}: image_size must be a multiple of {_TOTAL_STRIDE} (the network "
+                         f"halves it 5 times; the smallest that works is {_TOTAL_STRIDE}), got {size}; "
+                         f"try {near}")
     return fn(batch=batch, seed=seed, **opts)
 
 

@@ -8,6 +8,8 @@ import os
 import sys
 from typing import Sequence
 
+from compute.errors import InputError
+
 
 def fmt_time(sec: float) -> str:
     if sec >= 1:
@@ -34,7 +36,9 @@ def load_model(model: str, seq_len: int | None = None, image_size: int | None = 
     """MODEL of the ``network`` commands: a zoo name (with its size options) or an .onnx path."""
     from ansor import frontend, networks  # noqa: PLC0415 - start-up time of the other commands
 
-    if model.endswith(".onnx"):
+    if model.endswith(".onnx") or (model not in networks.list_networks() and os.path.isfile(model)):
+        if seq_len is not None or image_size is not None:
+            raise InputError(f"{model}: --seq-len and --image-size apply to zoo networks, not to an ONNX file")
         return frontend.from_onnx(model)
     kwargs = {}
     if seq_len is not None:
@@ -42,8 +46,8 @@ def load_model(model: str, seq_len: int | None = None, image_size: int | None = 
     if image_size is not None:
         kwargs["image_size"] = image_size
     if model not in networks.list_networks():
-        raise SystemExit(f"ansor network: unknown model {model!r}: not a zoo name "
-                         f"({', '.join(networks.list_networks())}) nor a .onnx path")
+        raise InputError(f"unknown model {model!r}: not a zoo name ({', '.join(networks.list_networks())}) "
+                         f"nor an ONNX file")
     return networks.get(model, **kwargs)
 
 

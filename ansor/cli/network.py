@@ -6,6 +6,7 @@ adds the ``network`` command to an argparse subparsers object; ``main(argv)`` ru
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Sequence
@@ -13,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ansor import argtypes
+from compute.errors import InputError
 
 from . import network_tune
 from .common import load_model, print_table
@@ -41,11 +43,28 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_log(path: str | None) -> None:
+    """``--log``, read for schedules: an existing, readable file (a directory or a missing file
+    used to fail deep inside the compile with a traceback)."""
+    if path is None:
+        return
+    if not os.path.exists(path):
+        raise InputError(f"--log {path}: no such file (tuning records to take schedules from)")
+    if os.path.isdir(path):
+        raise InputError(f"--log {path}: is a directory, not a file of tuning records")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"--log {path}: not readable")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from ansor.graph import run as reference_run
     from ansor.graph.executor import compile_network
+    from ansor.graph.memory_plan import check_graph_memory
 
     g = load_model(args.model, args.seq_len, args.image_size)
+    _check_log(args.log)
+    # The module and the numpy reference it is checked against live at once: size both first.
+    check_graph_memory(g, compiled=True, reference=True)
     t0 = time.perf_counter()
     try:
         lib = compile_network(g, log_file=args.log, strict=args.strict,
@@ -60,16 +79,53 @@ def _cmd_run(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(0)
     x = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in g.inputs.items()}
     out, ref = lib.run(x), reference_run(g, x)
-    worst = max(float(np.abs(out[k] - ref[k]).max() / (np.abs(ref[k]).max() or 1.0)) for k in ref)
+    worst, problems, warnings = compare_outputs(out, ref)
     print(f"max error against the numpy reference (relative to the largest output): {worst:.2e}")
+    if worst > 1e-3:
+        problems.append(f"max error {worst:.2e} is above the tolerance of 1e-3")
+    for line in warnings:
+        print(f"ansor network run: warning: {line}", file=sys.stderr)
+    for line in problems:
+        print(f"ansor network run: {line}", file=sys.stderr)
     b = lib.benchmark()
     print(f"ansor: {b['mean'] * 1e3:.3f} ms per inference in this process (executor overhead "
           f"{b['overhead'] * 1e6:.1f} us, {100 * b['overhead_share']:.2f}%)")
-    if worst > 1e-3:
+    if problems:
         return 1
     if args.rounds > 0:
         _compare(args, num_threads())
     return 0
+
+
+def compare_outputs(out: dict[str, np.ndarray], ref: dict[str, np.ndarray]
+                    ) -> tuple[float, list[str], list[str]]:
+    """The largest error of ``out`` against ``ref`` over the values finite in both, relative to
+    the largest finite reference value; one line per output whose NaN/inf values differ from the
+    reference's (failures: ``max(nan, ...)`` used to pass the gate, a NaN output exited 0); and
+    one warning per output with NaN/inf in both, which the error does not cover."""
+    worst, problems, warnings = 0.0, [], []
+    for k, r in ref.items():
+        o = np.asarray(out[k])
+        fin_o, fin_r = np.isfinite(o), np.isfinite(r)
+        with np.errstate(invalid="ignore"):
+            same = (o == r) | (np.isnan(o) & np.isnan(r))
+        bad = int(np.count_nonzero(fin_r & ~fin_o))
+        differ = int(np.count_nonzero(~fin_r & ~same))
+        both_bad = int(np.count_nonzero(~fin_r & ~fin_o & same))
+        if bad:
+            problems.append(f"output {k}: {bad} of {o.size} value(s) are NaN or inf where the numpy "
+                            f"reference is finite")
+        if differ:
+            problems.append(f"output {k}: {differ} value(s) are finite or differ where the numpy "
+                            f"reference is NaN or inf")
+        if both_bad:
+            warnings.append(f"output {k}: {both_bad} of {o.size} value(s) are NaN or inf in the numpy "
+                            f"reference too (the network overflows); the error covers only finite values")
+        both = fin_o & fin_r
+        if both.any():
+            scale = float(np.abs(r[both]).max()) or 1.0
+            worst = max(worst, float(np.abs(o[both].astype(np.float64) - r[both]).max()) / scale)
+    return worst, problems, warnings
 
 
 def _compare(args: argparse.Namespace, threads: int) -> None:

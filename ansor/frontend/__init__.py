@@ -11,11 +11,12 @@ from typing import Any
 from ..graph.ir import Graph
 
 
-def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[int] | None = None) -> Graph:
+def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[int] | None = None, *,
+              fold_limit: int | None = None) -> Graph:
     """Import an ONNX model (a path, bytes, or an ``onnx.ModelProto``) as a ``Graph``; see
-    ``ansor.frontend.onnx`` for the layout and the supported operators."""
+    ``ansor.frontend.onnx`` for the layout, the supported operators and ``fold_limit``."""
     from .onnx import from_onnx as _impl  # deferred: needs the optional onnx package
-    return _impl(model_or_path, shape)
+    return _impl(model_or_path, shape, fold_limit=fold_limit)
 
 
 __all__ = ["from_onnx"]

@@ -19,11 +19,14 @@ ReduceMean axes as attributes or inputs).
 
 The model is untrusted input: it is parsed from bytes (external-data references are refused,
 so a model cannot make us read other files), names are kept only to label inputs, outputs and
-printed nodes (``display_name`` escapes them), and nothing from the model becomes code.
+printed nodes (``display_name`` escapes them), and nothing from the model becomes code. It is
+validated as onnxruntime would before any rule runs (``onnx_validate.py``: opset, node schemas,
+strict shape and type inference), every error is one ``OnnxImportError`` naming the node and its
+op, and constant folding has a budget checked before allocating (``fold_limit``).
 
 Code: ``onnx_importer.py`` (loading, the importer and its handler registry), the handlers by
 operator family in ``onnx_ops_elementwise.py``, ``onnx_ops_shape.py`` and ``onnx_ops_nn.py``,
-constant folding and shared shape rules in ``onnx_fold.py``.
+constant folding and shared shape rules in ``onnx_fold.py``, validation in ``onnx_validate.py``.
 """
 from __future__ import annotations
 
@@ -51,16 +54,20 @@ for _op in _FOLD:
     _HANDLERS.setdefault(_op, _const_only)
 
 
-def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[int] | None = None) -> Graph:
+def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[int] | None = None, *,
+              fold_limit: int | None = None) -> Graph:
     """Import an ONNX model as a ``Graph`` (see the module docstring for layout and limits).
 
     ``model_or_path``: a path to an ``.onnx`` file, its bytes, or an ``onnx.ModelProto``.
     ``shape``: ``{input name: shape}`` for inputs whose shape the model leaves dynamic or
     missing (or one shape for a single-input model). Errors are ``OnnxImportError`` naming
     the file, and the node or input at fault.
+    ``fold_limit``: elements a constant folded at import may have (default
+    ``$ANSOR_ONNX_FOLD_LIMIT``, else 2**28; a fold may always be as large as its largest input);
+    all folded constants together may take a quarter of the memory available.
     """
     model, where = _load(model_or_path)
-    return _Importer(model, where, shape).run()
+    return _Importer(model, where, shape, fold_limit).run()
 
 
 __all__ = ["OnnxImportError", "from_onnx"]

@@ -10,6 +10,7 @@ and return the output arrays. A model is untrusted: constants it asks for are si
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from onnx import numpy_helper
 
 from ..graph.ir import display_name
 from compute.errors import InputError
+from compute.memory import check_bytes, nbytes_of
 
 
 class OnnxImportError(InputError):
@@ -58,6 +60,15 @@ def reshape_shape(in_shape: Sequence[int], target: Sequence[int], allowzero: boo
     return tuple(shape)
 
 
+def axis_in(axis: int, rank: int, what: str = "axis") -> int:
+    """``axis`` in [0, rank) as the ONNX spec allows it: [-rank, rank - 1], negative from the back.
+    Out of range is an error (onnxruntime refuses it), never wrapped."""
+    axis = int(axis)
+    if not -rank <= axis < rank:
+        raise ValueError(f"{what} {axis} is out of range [{-rank}, {rank - 1}] for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
 def flatten_axis(attrs: dict[str, Any], rank: int) -> int:
     """Flatten's axis in [0, rank]; a negative one counts from the back (-1 is rank - 1)."""
     axis = int(attrs.get("axis", 1))
@@ -69,7 +80,9 @@ def flatten_axis(attrs: dict[str, Any], rank: int) -> int:
 def unsqueezed(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, ...]:
     """``shape`` with 1s inserted at ``axes`` (axes of the output, negative from the back)."""
     rank = len(shape) + len(axes)
-    ax = sorted(a % rank for a in axes)
+    ax = sorted(axis_in(a, rank, "Unsqueeze axis") for a in axes)
+    if len(set(ax)) != len(ax):
+        raise ValueError(f"Unsqueeze axes {list(axes)} repeat an axis")
     out, it = [], iter(shape)
     for i in range(rank):
         out.append(1 if i in ax else next(it))
@@ -78,7 +91,10 @@ def unsqueezed(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, ...]:
 
 def squeezed(shape: Sequence[int], axes: Sequence[int] | None) -> tuple[int, ...]:
     """``shape`` without ``axes`` (all its 1s when ``axes`` is empty)."""
-    ax = {a % len(shape) for a in axes} if axes else {i for i, d in enumerate(shape) if d == 1}
+    ax = ({axis_in(a, len(shape), "Squeeze axis") for a in axes} if axes
+          else {i for i, d in enumerate(shape) if d == 1})
+    if any(shape[a] != 1 for a in ax):
+        raise ValueError(f"Squeeze axes {list(axes or [])} name a dimension that is not 1 in {list(shape)}")
     return tuple(d for i, d in enumerate(shape) if i not in ax)
 
 
@@ -101,7 +117,7 @@ def slice_params(imp: Any, node: onnx.NodeProto, attrs: dict[str, Any],
     for s, e, a, k in zip(starts, ends, axes, steps):
         if k <= 0:
             raise imp.err(node, f"only positive slice steps are supported, got {k}")
-        a %= rank
+        a = axis_in(a, rank, "Slice axis")
         b0, e0, _ = slice(s, e, k).indices(shape[a])
         begin[a], end[a], step[a] = b0, max(e0, b0), k
     return begin, end, step
@@ -132,15 +148,51 @@ def _attr_tensor(node, attrs, where) -> np.ndarray:
                           f"({', '.join(attrs) or 'none'})")
 
 
-# A model is untrusted: a constant it asks us to materialise is capped (VGG-19's largest weight,
-# 4096 x 25088, is about 2**26.6 elements) so a hostile shape gives an error, not a memory blow-up.
-MAX_CONST_ELEMS = 1 << 28
+# A model is untrusted: a constant it asks us to fold is capped *before* it is allocated. The cap
+# is per constant (2**28 elements, 1 GiB of float32, by default: the onnx wheel's light VGG-19
+# makes its 4096 x 25088 = 2**26.6 weight with a ConstantOfShape; and a fold may always produce
+# as many elements as its largest input) and in total (a quarter of the memory available,
+# ``compute.memory``). Past either, the import fails naming the node: a 240 KB model used to
+# fold a [30000, 30000] Add into 3.6 GB.
+FOLD_LIMIT_ENV = "ANSOR_ONNX_FOLD_LIMIT"
+DEFAULT_FOLD_ELEMS = 1 << 28
 
 
-def _check_size(imp: Any, node, shape: Sequence[int]) -> None:
-    if any(d < 0 for d in shape) or math.prod(shape) > MAX_CONST_ELEMS:
-        raise imp.err(node, f"constant of shape {list(shape)} is negative or larger than "
-                            f"{MAX_CONST_ELEMS} elements")
+def fold_limit(explicit: int | None = None) -> int:
+    """Elements a folded constant may have: ``explicit`` (``from_onnx(fold_limit=...)``), else
+    ``$ANSOR_ONNX_FOLD_LIMIT``, else ``DEFAULT_FOLD_ELEMS``."""
+    value: Any = explicit
+    what = "from_onnx fold_limit"
+    if value is None:
+        text = os.environ.get(FOLD_LIMIT_ENV, "").strip()
+        if not text:
+            return DEFAULT_FOLD_ELEMS
+        value, what = text, FOLD_LIMIT_ENV
+        try:
+            value = int(text)
+        except ValueError:
+            raise OnnxImportError(f"{what}={text!r}: not a whole number of elements") from None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise OnnxImportError(f"{what}={value!r}: must be a positive number of elements")
+    return int(value)
+
+
+def check_fold(imp: Any, node, shape: Sequence[int], itemsize: int, args: Sequence[Any] = ()) -> None:
+    """Refuse (naming the node) a folded constant of ``shape`` before allocating it: negative
+    dims, more elements than the fold limit (or than its largest input), or more bytes than
+    what is left of the import's fold budget."""
+    shape = [int(d) for d in shape]
+    if any(d < 0 for d in shape):
+        raise imp.err(node, f"constant of shape {shape} has a negative dimension")
+    elems = math.prod(shape)
+    biggest = max((int(a.size) for a in args if a is not None), default=0)
+    if elems > max(imp.fold_elems, biggest):
+        raise imp.err(node, f"folding it makes a constant of shape {shape} ({elems} elements), more than "
+                            f"the {imp.fold_elems} elements a folded constant may have (set "
+                            f"from_onnx(fold_limit=...) or {FOLD_LIMIT_ENV} for a larger model)")
+    # The importer prefixes the node to this message (a ValueError from a rule).
+    check_bytes(imp.folded_bytes + nbytes_of(shape, itemsize),
+                f"folding it (shape {shape}), the constants folded at import", budget=imp.fold_budget)
 
 
 @_folds("Constant")
@@ -152,7 +204,7 @@ def _f_constant(imp, node, attrs, args):
 def _f_constant_of_shape(imp, node, attrs, args):
     fill = tensor_array(attrs["value"], imp.where).reshape(-1) if "value" in attrs else np.zeros(1, np.float32)
     shape = tuple(int(d) for d in args[0].reshape(-1))
-    _check_size(imp, node, shape)
+    check_fold(imp, node, shape, fill.dtype.itemsize)
     return [np.full(shape, fill[0], dtype=fill.dtype)]
 
 
@@ -164,7 +216,12 @@ def _f_shape(imp, node, attrs, args):
 
 @_folds("Gather")
 def _f_gather(imp, node, attrs, args):
-    return [np.take(args[0], args[1].astype(np.int64), axis=int(attrs.get("axis", 0)))]
+    axis = axis_in(attrs.get("axis", 0), args[0].ndim, "Gather axis")
+    idx, n = args[1].astype(np.int64), args[0].shape[axis]
+    check_fold(imp, node, args[0].shape[:axis] + idx.shape + args[0].shape[axis + 1:], args[0].itemsize, args)
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise imp.err(node, f"Gather indices must be in [{-n}, {n - 1}] (axis {axis} of {list(args[0].shape)})")
+    return [np.take(args[0], idx, axis=axis)]
 
 
 @_folds("Unsqueeze")
@@ -182,7 +239,12 @@ def _f_squeeze(imp, node, attrs, args):
 
 @_folds("Concat")
 def _f_concat(imp, node, attrs, args):
-    return [np.concatenate([a for a in args if a is not None], axis=int(attrs["axis"]))]
+    parts = [a for a in args if a is not None]
+    axis = axis_in(attrs["axis"], parts[0].ndim, "Concat axis")
+    shape = list(parts[0].shape)
+    shape[axis] = sum(p.shape[axis] for p in parts if p.ndim == parts[0].ndim)
+    check_fold(imp, node, shape, max(p.itemsize for p in parts))
+    return [np.concatenate(parts, axis=axis)]
 
 
 @_folds("Reshape")
@@ -222,6 +284,8 @@ _NP_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": None
 
 @_folds("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Equal", "Less", "Greater")
 def _f_binary(imp, node, attrs, args):
+    # Broadcasting [1, N] with [N, 1] makes N * N elements from 2 * N: check before numpy does.
+    check_fold(imp, node, np.broadcast_shapes(*(x.shape for x in args)), max(x.itemsize for x in args), args)
     a, b = args[0], args[1] if len(args) > 1 else None
     if node.op_type == "Sum":
         out = args[0]
@@ -253,17 +317,21 @@ def _f_range(imp, node, attrs, args):
     start, limit, delta = (a.reshape(-1)[0] for a in args)
     if delta == 0:
         raise imp.err(node, "delta is 0")
-    _check_size(imp, node, (max(0, math.ceil((limit - start) / delta)),))
+    check_fold(imp, node, (max(0, math.ceil((limit - start) / delta)),), args[0].itemsize)
     return [np.arange(start, limit, delta, dtype=args[0].dtype)]
 
 
 @_folds("Expand")
 def _f_expand(imp, node, attrs, args):
-    shape = np.broadcast_shapes(args[0].shape, tuple(int(d) for d in args[1].reshape(-1)))
-    _check_size(imp, node, shape)
+    target = tuple(int(d) for d in args[1].reshape(-1))
+    if any(d < 0 for d in target):
+        raise imp.err(node, f"Expand to shape {list(target)}: negative dimension")
+    shape = np.broadcast_shapes(args[0].shape, target)
+    check_fold(imp, node, shape, args[0].itemsize, args)
     return [np.broadcast_to(args[0], shape).copy()]
 
 
 @_folds("Where")
 def _f_where(imp, node, attrs, args):
+    check_fold(imp, node, np.broadcast_shapes(*(x.shape for x in args)), max(x.itemsize for x in args[1:]), args)
     return [np.where(args[0], args[1], args[2])]

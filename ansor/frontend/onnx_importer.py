@@ -18,12 +18,15 @@ from typing import Any
 import numpy as np
 import onnx
 
+from compute.memory import available_bytes
+
 from ..graph.builder import GraphBuilder, Var
 from ..graph.ir import DTYPES, Graph, GraphError, display_name
 from .onnx_fold import FOLD as _FOLD
 from .onnx_fold import NP_DTYPES as _NP_DTYPES
-from .onnx_fold import OnnxImportError
+from .onnx_fold import OnnxImportError, fold_limit
 from .onnx_fold import tensor_array as _tensor
+from .onnx_validate import node_label, validate_model
 
 
 _TO_NHWC = (0, 2, 3, 1)
@@ -89,7 +92,7 @@ def _opset(model: onnx.ModelProto) -> int:
 # ---- the importer -----------------------------------------------------------------------------------
 
 class _Importer:
-    def __init__(self, model: onnx.ModelProto, where: str, shape: Any) -> None:
+    def __init__(self, model: onnx.ModelProto, where: str, shape: Any, fold_elems: int | None = None) -> None:
         self.model, self.where, self.g = model, where, model.graph
         self.opset = _opset(model)
         self.b = GraphBuilder(model.graph.name or "onnx")
@@ -99,9 +102,15 @@ class _Importer:
         self.uses.update(self.out_names)
         self.conv_of: dict[str, tuple[Var, Var, Var | None]] = {}  # conv output -> (conv, weight, bias)
         self.shape_arg = shape
+        # The budget of constant folding (onnx_fold.check_fold): elements per folded constant,
+        # bytes in total (a quarter of the memory available now).
+        self.fold_elems = fold_limit(fold_elems)
+        self.fold_budget = available_bytes() // 4
+        self.folded_bytes = 0
 
     def err(self, node: onnx.NodeProto, msg: str) -> OnnxImportError:
-        return OnnxImportError(f"{self.where}: node {display_name(node.name or node.output[0])} "
+        index = next((i for i, n in enumerate(self.g.node) if n is node), -1)
+        return OnnxImportError(f"{self.where}: node {display_name(node_label(node, index))} "
                                f"({node.op_type}): {msg}")
 
     # -- values --
@@ -112,7 +121,10 @@ class _Importer:
         v = self.env[name]
         if v.plain is None:
             if v.const is not None:
-                v.plain = self.b.constant(self._const_dtype(v.const, name), name=f"{name}", copy=False)
+                # A constant graph output gets another name: an identity node computes the
+                # output (the compiled module fills outputs by kernels, not from constants).
+                v.plain = self.b.constant(self._const_dtype(v.const, name), copy=False,
+                                          name=f"{name}:const" if name in self.out_names else name)
             elif v.flat_nhwc is not None:
                 v.plain = self.b.reshape(self.plain(v.flat_nhwc[1]), v.shape, name=name)
             elif v.permuted is not None:
@@ -190,7 +202,7 @@ class _Importer:
             dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim]
             shown = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
             if i.name in given:
-                shp = tuple(int(d) for d in given[i.name])
+                shp = self._given_shape(i.name, given[i.name])
                 if not tt.HasField("shape"):
                     pass
                 elif len(shp) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shp)):
@@ -204,7 +216,21 @@ class _Importer:
                     f"from_onnx(..., shape={{{i.name!r}: ({example})}})")
             else:
                 shp = tuple(dims)
-            self.set_plain(i.name, self.b.input(i.name, shp, dtype))
+            try:
+                self.set_plain(i.name, self.b.input(i.name, shp, dtype))
+            except GraphError as e:
+                raise OnnxImportError(f"{self.where}: {e}") from None  # the builder names the input
+
+    def _given_shape(self, name: str, value: Any) -> tuple[int, ...]:
+        """``shape=`` for input ``name``: positive integers (1.5 used to be truncated to 1)."""
+        bad = f"{self.where}: shape= for input {display_name(name)} must be a sequence of positive integers"
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise OnnxImportError(f"{bad}, got {value!r}")
+        dims = list(value)
+        for d in dims:
+            if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 1:
+                raise OnnxImportError(f"{bad}, got {d!r} in {tuple(dims)!r}")
+        return tuple(int(d) for d in dims)
 
     def check_supported(self) -> None:
         bad: dict[str, list] = {}
@@ -219,6 +245,7 @@ class _Importer:
 
     def run(self) -> Graph:
         self.check_supported()
+        validate_model(self.model, self.where)
         self.inputs()
         for node in self.g.node:
             for i in node.input:
@@ -235,16 +262,28 @@ class _Importer:
                                                                    for i in node.input])
                     for name, arr in zip(node.output, outs):
                         self.set_const(name, arr)
+                        self.folded_bytes += arr.nbytes if arr.base is None else 0  # views are free
                     continue
                 _HANDLERS[node.op_type](self, node, attrs)
-            except (GraphError, ValueError, IndexError) as e:
-                if isinstance(e, OnnxImportError):
-                    raise
+            except OnnxImportError:
+                raise
+            except (GraphError, ValueError) as e:
                 raise self.err(node, str(e)) from None
+            except KeyError as e:  # a rule reading an attribute the model left out
+                raise self.err(node, f"missing attribute or input {e}") from None
+            except (IndexError, TypeError, ZeroDivisionError, OverflowError, AttributeError) as e:
+                # The net under the explicit checks: a malformed node must not crash a rule.
+                raise self.err(node, f"malformed node ({type(e).__name__}: {e})") from None
         outs = []
+        declared = {o.name: o.type.tensor_type.elem_type for o in self.g.output}
         for name in self.out_names:
             if name not in self.env:
                 raise OnnxImportError(f"{self.where}: graph output {display_name(name)} is never computed")
+            want = _NP_DTYPES.get(declared.get(name, 0))
+            if declared.get(name) and want != self.env[name].dtype:  # onnxruntime refuses these too
+                raise OnnxImportError(
+                    f"{self.where}: graph output {display_name(name)} is declared "
+                    f"{onnx.TensorProto.DataType.Name(declared[name])} but computes {self.env[name].dtype}")
             var = self.plain(name)
             if var.name != name:
                 var = self.b.add_node("identity", [var], {}, name)

@@ -40,12 +40,20 @@ def _gelu(imp: _Importer, node, attrs) -> None:
 
 @_handles("Clip")
 def _clip(imp: _Importer, node, attrs) -> None:
+    # A bound left out is the type's numeric_limits lowest()/max() (the ONNX spec, onnxruntime):
+    # a float input's +-inf is clamped to the largest finite value, not passed through.
+    dtype = np.dtype(imp.val(node.input[0]).dtype)
+    lo_d, hi_d = ((float(np.finfo(dtype).min), float(np.finfo(dtype).max)) if dtype.kind == "f"
+                  else (-math.inf, math.inf))  # an integer has no inf to clamp
     if imp.opset < 11:
-        lo, hi = attrs.get("min", -math.inf), attrs.get("max", math.inf)
+        lo, hi = attrs.get("min", lo_d), attrs.get("max", hi_d)
     else:
         lo_a, hi_a = imp.const_of(node, 1, "min"), imp.const_of(node, 2, "max")
-        lo = -math.inf if lo_a is None else float(lo_a)
-        hi = math.inf if hi_a is None else float(hi_a)
+        for what, a in (("min", lo_a), ("max", hi_a)):
+            if a is not None and a.size != 1:
+                raise imp.err(node, f"{what} must be a scalar, got shape {list(a.shape)}")
+        lo = lo_d if lo_a is None else float(lo_a.reshape(-1)[0])
+        hi = hi_d if hi_a is None else float(hi_a.reshape(-1)[0])
     _layout_preserving(imp, node, "clip", {"min": float(lo), "max": float(hi)})
 
 

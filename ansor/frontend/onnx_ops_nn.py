@@ -9,18 +9,24 @@ import math
 
 import numpy as np
 
+from .onnx_fold import axis_in as _axis_in
 from .onnx_importer import _NCHW_AXIS_IN_NHWC, _handles, _Importer
 from .onnx_ops_elementwise import _identity
 from .onnx_ops_shape import _axes_input
 
 
 def _spatial_pads(imp: _Importer, node, attrs, in_hw, kernel, strides, dil) -> tuple[int, int, int, int]:
+    for what, vals in (("kernel_shape", kernel), ("strides", strides), ("dilations", dil)):
+        if len(vals) != 2 or any(int(v) < 1 for v in vals):
+            raise imp.err(node, f"{what} {list(vals)} must be 2 positive integers (2-D spatial ops only)")
     auto = attrs.get("auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     if auto in ("NOTSET", ""):
         pads = list(attrs.get("pads", [0, 0, 0, 0]))
         if len(pads) != 4:
             raise imp.err(node, f"only 2-D spatial ops are supported (pads {pads})")
+        if any(p < 0 for p in pads):
+            raise imp.err(node, f"pads {pads} must not be negative")
         return (pads[0], pads[1], pads[2], pads[3])
     if auto == "VALID":
         return (0, 0, 0, 0)
@@ -41,6 +47,8 @@ def _conv(imp: _Importer, node, attrs) -> None:
     w = imp.const_of(node, 1, "the weight")
     if len(x.shape) != 4 or w.ndim != 4:
         raise imp.err(node, f"only 2-D convolution is supported (input {list(x.shape)}, weight {list(w.shape)})")
+    if str(w.dtype) != x.dtype:
+        raise imp.err(node, f"the weight is {w.dtype} but the input is {x.dtype} (ONNX needs one type)")
     kernel = w.shape[2:]
     if "kernel_shape" in attrs and tuple(attrs["kernel_shape"]) != kernel:
         raise imp.err(node, f"kernel_shape {attrs['kernel_shape']} differs from the weight {list(w.shape)}")
@@ -98,6 +106,8 @@ def _batch_norm(imp: _Importer, node, attrs) -> None:
 def _pool(imp: _Importer, node, attrs) -> None:
     imp.single_output(node)
     x = imp.val(node.input[0])
+    if "kernel_shape" not in attrs:
+        raise imp.err(node, "required attribute kernel_shape is missing")
     kernel = tuple(attrs["kernel_shape"])
     if len(x.shape) != 4 or len(kernel) != 2:
         raise imp.err(node, f"only 2-D pooling is supported (input {list(x.shape)})")
@@ -126,6 +136,8 @@ def _global_pool(imp: _Importer, node, attrs) -> None:
 @_handles("LRN")
 def _lrn(imp: _Importer, node, attrs) -> None:
     src, out = node.input[0], node.output[0]
+    if int(attrs.get("size", 0)) < 1:
+        raise imp.err(node, "required attribute size is missing or not positive")
     kw = dict(size=int(attrs["size"]), alpha=float(attrs.get("alpha", 1e-4)), beta=float(attrs.get("beta", 0.75)),
               bias=float(attrs.get("bias", 1.0)))
     if len(imp.val(src).shape) == 4:
@@ -140,14 +152,14 @@ def _softmax(imp: _Importer, node, attrs) -> None:
     shape = imp.val(src).shape
     rank = len(shape)
     if imp.opset >= 13:
-        axis = int(attrs.get("axis", -1)) % rank
+        axis = _axis_in(attrs.get("axis", -1), rank, "Softmax axis")
         if imp.is_nhwc(src):
             imp.set_nhwc(out, imp.b.softmax(imp.nhwc(src), axis=_NCHW_AXIS_IN_NHWC[axis], name=imp.name_for(out, True)))
         else:
             imp.set_plain(out, imp.b.softmax(imp.plain(src), axis=axis, name=out))
         return
     # Before opset 13: flatten to 2-D at `axis` (default 1), softmax the rows, restore the shape.
-    axis = int(attrs.get("axis", 1)) % rank
+    axis = _axis_in(attrs.get("axis", 1), rank, "Softmax axis")
     if axis == rank - 1 or all(d == 1 for d in shape[axis + 1:]):
         if imp.is_nhwc(src) and rank == 4:
             imp.set_nhwc(out, imp.b.softmax(imp.nhwc(src), axis=_NCHW_AXIS_IN_NHWC[axis], name=imp.name_for(out, True)))
@@ -219,7 +231,7 @@ def _matmul(imp: _Importer, node, attrs) -> None:
 def _layer_norm(imp: _Importer, node, attrs) -> None:
     imp.single_output(node)
     x, out = imp.val(node.input[0]), node.output[0]
-    axis = int(attrs.get("axis", -1)) % len(x.shape)
+    axis = _axis_in(attrs.get("axis", -1), len(x.shape), "LayerNormalization axis")
     norm_shape = x.shape[axis:]
     gamma = imp.plain(node.input[1])
     beta = (imp.plain(node.input[2]) if len(node.input) > 2 and node.input[2]

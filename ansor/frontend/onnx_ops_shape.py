@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .onnx_fold import axis_in as _axis_in
 from .onnx_fold import flatten_axis as _flatten_axis
 from .onnx_fold import reshape_shape as _reshape_shape
 from .onnx_fold import slice_params as _slice_params
@@ -114,7 +115,9 @@ def _concat(imp: _Importer, node, attrs) -> None:
     names = [i for i in node.input if i]
     vals = [imp.val(n) for n in names]
     rank = len(vals[0].shape)
-    axis = int(attrs["axis"]) % rank
+    if "axis" not in attrs:
+        raise imp.err(node, "required attribute axis is missing")
+    axis = _axis_in(attrs["axis"], rank, "Concat axis")
     out = node.output[0]
     if rank == 4 and any(imp.is_nhwc(n) for n in names):
         y = imp.b.concat([imp.nhwc(n) for n in names], axis=_NCHW_AXIS_IN_NHWC[axis], name=imp.name_for(out, True))
@@ -136,7 +139,7 @@ def _pad(imp: _Importer, node, attrs) -> None:
         cv = imp.const_of(node, 2, "constant_value")
         value = 0.0 if cv is None or cv.size == 0 else float(cv.reshape(-1)[0])
         if len(node.input) > 3 and node.input[3]:
-            axes = [int(a) % rank for a in imp.const_of(node, 3, "axes").reshape(-1)]
+            axes = [_axis_in(a, rank, "Pad axis") for a in imp.const_of(node, 3, "axes").reshape(-1)]
             full = [0] * (2 * rank)
             for k, a in enumerate(axes):
                 full[a], full[rank + a] = pads[k], pads[len(axes) + k]

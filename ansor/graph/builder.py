@@ -67,7 +67,10 @@ class GraphBuilder:
         """A graph input (names must be unique)."""
         if name in self._types:
             raise GraphError(f"graph input {name!r}: the name is already used")
-        t = TensorType(tuple(shape), dtype)
+        try:
+            t = TensorType(tuple(shape), dtype)
+        except GraphError as e:
+            raise GraphError(f"graph input {name!r}: {e}") from None
         self._inputs[name] = t
         self._types[name] = t
         return Var(name, t)

@@ -18,11 +18,10 @@ copy, different packings get their own.
 
 ``export(path)`` writes a directory: ``module.json`` (the plan, input/output types, kernel
 argument specs), ``weights.npz`` (constants as the kernels read them - packed ones already packed -
-loaded with ``allow_pickle=False``) and per kernel
-its LLVM IR and object code. ``load_module(path)`` rebuilds the module in a new process without
-records, graph or tuning: it parses JSON and arrays only; the object code is loaded when it was
-compiled by this toolchain, else the IR is compiled again. A module directory is code, like a
-shared library: load only modules you trust.
+loaded with ``allow_pickle=False``) and per kernel its LLVM IR and object code. ``load_module(path)``
+rebuilds the module in a new process without records, graph or tuning: it parses JSON and arrays
+only; the object code is loaded when it was compiled by this toolchain, else the IR is compiled
+again. A module directory is code, like a shared library: load only modules you trust.
 """
 from __future__ import annotations
 
@@ -48,6 +47,7 @@ from ..records import best_record
 from .ir import Graph, GraphError, TensorType, display_name
 from .layout_tuning import TransformKey, check_layouts, chosen_layouts, transform_state
 from .layouts import NHWC, lower_group_in_layout
+from .memory_plan import check_graph_memory
 from .tasks import constant_positions, lower_groups, tasks_from_groups
 from .untuned import untuned_schedule
 
@@ -80,8 +80,7 @@ class NetworkModule:
                  steps: list[_Step]):
         self.input_types = dict(inputs)
         self.output_names = [o for o, _ in outputs]
-        self._outputs = outputs
-        self._specs = specs
+        self._outputs, self._specs = outputs, specs
         self._consts = dict(consts)
         self._buffers = buffers = _materialise(specs, consts)
         self._input_buffers = input_buffers
@@ -260,6 +259,7 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
         raise ValueError(f"compile_network untuned must be one of {', '.join(UNTUNED_MODES)}, got {untuned!r}")
     if not isinstance(graph, Graph):
         raise TypeError(f"compile_network takes an ansor.graph.Graph, got {type(graph).__name__}")
+    check_graph_memory(graph)  # a hostile shape: one error naming the tensor, before any work
     if log_file is not None and not Path(log_file).exists():
         raise FileNotFoundError(f"log file {os.fspath(log_file)!r} does not exist")
     occ = lower_groups(graph)

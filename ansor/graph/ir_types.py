@@ -7,12 +7,19 @@ these, so that neither has to import the other's module.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from compute.errors import InputError
 
 DTYPES = ("float32", "float64", "int32", "int64", "bool")
+
+# No tensor a machine can hold has more elements (2**48 float32 is 1 PiB): a larger shape comes
+# from hostile input (a model's dims, pads, an image size), and its products (sizes, FLOPs,
+# offsets) would overflow int64 downstream. Memory itself is checked before allocating
+# (``graph.memory_plan``).
+MAX_ELEMENTS = 1 << 48
 
 
 class GraphError(InputError):
@@ -27,12 +34,15 @@ class TensorType:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        try:
-            shape = tuple(int(d) for d in self.shape)
-        except (TypeError, ValueError):
+        try:  # operator.index: 1.5 is refused, not truncated to 1
+            shape = tuple(operator.index(d) for d in self.shape)
+        except TypeError:
             raise GraphError(f"shape must be a sequence of integers, got {self.shape!r}") from None
         if any(d < 0 for d in shape) or any(isinstance(d, bool) for d in self.shape):
             raise GraphError(f"shape must hold non-negative integers, got {self.shape!r}")
+        if math.prod(shape) > MAX_ELEMENTS:
+            raise GraphError(f"shape {list(shape)} has {math.prod(shape)} elements, more than the "
+                             f"{MAX_ELEMENTS} any tensor may have")
         if self.dtype not in DTYPES:
             raise GraphError(f"unsupported dtype {self.dtype!r}; supported: {', '.join(DTYPES)}")
         object.__setattr__(self, "shape", shape)

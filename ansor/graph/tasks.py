@@ -21,7 +21,7 @@ from compute.tensor import ComputeOp
 
 from ..search_task import SearchTask
 from .fuse import DEFAULT_MAX_DEPTH, FusedGroup, fuse
-from .ir import Graph
+from .ir import Graph, GraphError, display_name
 from .te_ops import LoweredGroup, lower_group
 
 
@@ -64,8 +64,21 @@ def group_desc(group: FusedGroup) -> str:
     return f"{ops} {'x'.join(map(str, group.nodes[-1].type.shape))}"
 
 
+def _check_no_empty_tensors(graph: Graph) -> None:
+    """Kernels index tensors whose every dimension is at least 1: an empty value (ONNX allows
+    them, e.g. a Shape sliced to nothing) is a GraphError naming it, not a ValueError deep in
+    the lowering. The numpy interpreter (``ansor.graph.run``) runs such graphs."""
+    for node in graph.nodes:
+        for name in (*node.inputs, node.name):
+            t = graph.type_of(name)
+            if 0 in t.shape:
+                raise GraphError(f"value {display_name(name)} {t} (used by node {display_name(node.name)}, "
+                                 f"{node.op}) is empty: compiled kernels need every dimension to be at least 1")
+
+
 def lower_groups(graph: Graph, max_depth: int = DEFAULT_MAX_DEPTH) -> list[_Occurrence]:
     """Every fused group of ``graph`` with its tensors and DAG, in execution order."""
+    _check_no_empty_tensors(graph)
     out = []
     for g in fuse(graph, max_depth):
         low = lower_group(g, graph)

@@ -147,9 +147,10 @@ def test_import_ansor_does_not_import_onnx_and_frontend_says_how_to_install(tmp_
 
 def test_huge_constant_is_refused_before_allocating():
     node = mk("ConstantOfShape", ["shape"], ["c"], name="bomb")
-    model = make_model([node, mk("Add", ["x", "c"], ["y"])], {"x": rand(2, 2)},
+    model = make_model([node, mk("Add", ["x", "c"], ["y"])], {"x": rand(1, 1)},
                        {"shape": np.array([1 << 20, 1 << 20], np.int64)})
-    with pytest.raises(OnnxImportError, match=r"node bomb \(ConstantOfShape\): constant of shape \[1048576, 1048576\]"):
+    with pytest.raises(OnnxImportError, match=r"node bomb \(ConstantOfShape\): folding it makes a constant of "
+                                              r"shape \[1048576, 1048576\]"):
         from_onnx(model)
 
 
