@@ -84,7 +84,7 @@ def add_worker_parser(sub: argparse._SubParsersAction) -> None:
         "(ANSOR_NUM_THREADS where `ansor tune` runs). Same as `dask worker ADDRESS --resources "
         "measure=1 --preload measure.cluster_worker`.")
     p.add_argument("address", help="the scheduler's address, e.g. tcp://10.0.0.1:8786")
-    p.add_argument("--nthreads", type=argtypes.count(1), default=None, metavar="N",
+    p.add_argument("--nthreads", type=argtypes.threads, default=None, metavar="N",
                    help="builds at a time (default: the usable CPUs); measurements are always "
                         "one at a time")
     p.add_argument("--no-measure", dest="no_measure", action="store_true",

@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``tune`` to the ``network`` subcommands."""
     q = sub.add_parser("tune", help="tune MODEL's tasks with one trial budget (resumable, Ctrl-C safe)")
     q.add_argument("model", help="a zoo name or a path to an .onnx file")
-    q.add_argument("--trials", type=argtypes.count(0), required=True,
+    q.add_argument("--trials", type=argtypes.trials, required=True,
                    help="new measurements in this run, over all tasks")
     q.add_argument("--log", required=True, help="record file: appended after every round, resumed from")
     q.add_argument("--strategy", choices=("gradient", "round-robin"), default="gradient",
@@ -37,24 +37,24 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "(see 'ansor network tasks MODEL'); the others are shown, not tuned")
     q.add_argument("--min-share", type=argtypes.nonnegative(0.999), default=0.0, metavar="X",
                    help="tune only tasks with at least this share of the estimated latency (0.05 = 5%%)")
-    q.add_argument("--per-round", type=argtypes.count(1), default=64, metavar="K",
+    q.add_argument("--per-round", type=argtypes.per_round, default=64, metavar="K",
                    help="measurements per round (capped at trials / tasks; default 64)")
-    q.add_argument("--early-stopping", type=argtypes.count(1), default=None, metavar="T",
+    q.add_argument("--early-stopping", type=argtypes.early_stopping, default=None, metavar="T",
                    help="a task retires after T trials without improvement")
     q.add_argument("--seed", type=argtypes.seed, default=None, help="random seed")
-    q.add_argument("--remeasure-best", type=argtypes.count(1), default=3, metavar="K",
+    q.add_argument("--remeasure-best", type=argtypes.repeat, default=3, metavar="K",
                    help="measurements a task's best needs before it is trusted: an unconfirmed best "
                         "is measured again in later rounds and its cost is the median (default 3; "
                         "1: trust single measurements)")
-    q.add_argument("--population", type=argtypes.count(16), default=None, metavar="N",
+    q.add_argument("--population", type=argtypes.population(16), default=None, metavar="N",
                    help="search population per round (default 2048, as Ansor; smaller is faster)")
-    q.add_argument("--rounds", type=argtypes.count(0), default=3,
+    q.add_argument("--rounds", type=argtypes.rounds(0), default=3,
                    help="rounds of the final latency comparison: untuned, tuned, onnxruntime and "
                         "PyTorch when installed (fresh processes, alternating; 0: only time the tuned "
                         "network here)")
-    q.add_argument("--seq-len", type=argtypes.count(1), default=None, help="sequence length (bert-base-layer)")
-    q.add_argument("--image-size", type=argtypes.count(1), default=None, help="image size (CNNs)")
-    q.add_argument("--verbose", type=argtypes.count(0), default=1, help="0: quiet, 1: table per round")
+    q.add_argument("--seq-len", type=argtypes.network_size, default=None, help="sequence length (bert-base-layer)")
+    q.add_argument("--image-size", type=argtypes.network_size, default=None, help="image size (CNNs)")
+    q.add_argument("--verbose", type=argtypes.verbose, default=1, help="0: quiet, 1: table per round")
     q.add_argument("--no-layout-rewrite", action="store_true",
                    help="measure candidates that pack a weight with the copy inside the timed kernel "
                         "(default: outside, as the compiled network runs them) and compile without "

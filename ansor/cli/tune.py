@@ -189,18 +189,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="argument positions of inputs that are constants where the kernel will run "
                    "(e.g. 1 for a weight): a candidate that packs one is measured with the pack "
                    "outside the timed kernel (layout rewrite; default: none, the pack is timed)")
-    p.add_argument("--trials", type=argtypes.count(0),
+    p.add_argument("--trials", type=argtypes.trials,
                    help="new measurements to make (default 200; quick "
                    f"run {QUICK_TUNE_TRIALS})")
     p.add_argument("--log", help="record file: appended each round, resumed from if it exists")
-    p.add_argument("--per-round", dest="per_round", type=argtypes.count(1),
+    p.add_argument("--per-round", dest="per_round", type=argtypes.per_round,
                    help=f"measurements per round (default 64; quick run {QUICK_TUNE_PER_ROUND})")
     p.add_argument("--seed", type=argtypes.seed,
                    help="random seed (a fixed seed makes a run reproducible "
                    "up to measurement noise)")
-    p.add_argument("--early-stopping", dest="early_stopping", type=argtypes.count(1), metavar="N",
+    p.add_argument("--early-stopping", dest="early_stopping", type=argtypes.early_stopping, metavar="N",
                    help="stop when the best has not improved for N trials")
-    p.add_argument("--population", type=argtypes.count(1), metavar="N",
+    p.add_argument("--population", type=argtypes.population(), metavar="N",
                    help="evolutionary search population size (default 2048)")
     p.add_argument("--timeout", type=argtypes.seconds(), metavar="SECONDS",
                    help="runner timeout per candidate (default 10; a slower candidate is an error)")
