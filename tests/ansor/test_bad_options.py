@@ -366,3 +366,18 @@ def test_apply_best_falls_back_to_another_cpu_and_says_so(tmp_path):
         state = task.apply_best(path)
     assert state.canonical_key() == task.compute_dag.init_state().canonical_key()
     assert os.path.getsize(path) > 0
+
+
+# ---- memory of ansor build -------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, budget, why", [
+    ("100000,100000,100000", "16G", "matmul(100000, 100000, 100000): tensor A [100000, 100000] "
+     "float32 needs 37.3 GiB, more than the 16.0 GiB"),
+    ("300,300,300", "1M", "matmul(300, 300, 300): the working set (3 tensors and the reference's "
+     "outputs) needs 1.4 MiB, more than the 1.0 MiB"),
+])
+def test_build_checks_the_memory_of_its_arguments_first(args, budget, why, monkeypatch, capsys):
+    monkeypatch.setenv("ANSOR_MAX_MEMORY", budget)
+    assert main(["build", "matmul", "--args", args]) == 2
+    err = capsys.readouterr().err
+    assert err == f"ansor: {why} of memory available (ANSOR_MAX_MEMORY sets the budget)\n"
