@@ -14,6 +14,7 @@ import ast
 from typing import Callable
 
 from measure import checks
+from measure.cluster_address import ClusterAddressError, check_scheduler_address
 from sketch.search_params import MAX_POPULATION
 
 # A network's input size (--seq-len, --image-size): activations grow with its square, and the
@@ -112,3 +113,12 @@ def _check_extents(value: object) -> None:
         raise argparse.ArgumentTypeError(
             f"{checks.fmt_count(value)} is too large: a shape argument must be at most "
             f"{checks.MAX_EXTENT}")
+
+
+def cluster_address(text: str) -> str:
+    """A Dask scheduler address, ``tcp://HOST:PORT`` (normalised; checked before any connection
+    is tried: ``measure.cluster_address``)."""
+    try:
+        return check_scheduler_address(text)[0]
+    except ClusterAddressError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None

@@ -26,7 +26,7 @@ RESUME_HINT = ("resume: run the same command again (with --cluster at a live sch
 
 
 def add_cluster_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cluster", metavar="ADDRESS", default=None,
+    p.add_argument("--cluster", metavar="ADDRESS", default=None, type=argtypes.cluster_address,
                    help="build and measure on the Dask cluster whose scheduler is at ADDRESS "
                         "(tcp://HOST:PORT); measuring workers: `ansor worker ADDRESS`")
 
@@ -83,7 +83,8 @@ def add_worker_parser(sub: argparse._SubParsersAction) -> None:
         "at a time. Start one per machine; kernels use the tuner's thread count "
         "(ANSOR_NUM_THREADS where `ansor tune` runs). Same as `dask worker ADDRESS --resources "
         "measure=1 --preload measure.cluster_worker`.")
-    p.add_argument("address", help="the scheduler's address, e.g. tcp://10.0.0.1:8786")
+    p.add_argument("address", type=argtypes.cluster_address,
+                   help="the scheduler's address, e.g. tcp://10.0.0.1:8786")
     p.add_argument("--nthreads", type=argtypes.threads, default=None, metavar="N",
                    help="builds at a time (default: the usable CPUs); measurements are always "
                         "one at a time")
