@@ -1,5 +1,6 @@
-"""What several ``ansor`` subcommands share: time formatting and ``--import MODULE`` (modules
-that register the user's workloads before their records are read).
+"""What several ``ansor`` subcommands share: time formatting, ``--import MODULE`` (modules
+that register the user's workloads before their records are read) and the up-front ``--log``
+check of the tuning commands.
 """
 from __future__ import annotations
 
@@ -28,6 +29,23 @@ def import_user_modules(mods: Sequence[str]) -> bool:
             print(f"ansor: --import {mod}: {err}", file=sys.stderr)
             return False
     return True
+
+
+def log_refused(path: str | None, prog: str) -> bool:
+    """Check ``--log`` before any work (``measure.record.check_log_file``: a directory, a
+    missing directory, ``/proc``, no permission, ...): print the one-line reason and return
+    True when it cannot be used. ``ansor tune`` and ``ansor network tune`` both call this before
+    connecting to a cluster or tuning (the tuners check again, for library callers)."""
+    from measure.record import RecordFileError, check_log_file  # noqa: PLC0415 - start-up time
+
+    if path is None:
+        return False
+    try:
+        check_log_file(path)
+    except RecordFileError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return True
+    return False
 
 
 def load_model(model: str, seq_len: int | None = None, image_size: int | None = None):
