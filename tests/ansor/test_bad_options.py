@@ -181,6 +181,7 @@ def test_args_parse_errors_exit_2_like_other_argument_errors(argv, monkeypatch, 
     ({"min_repeat_ms": math.nan}, "min_repeat_ms"), ({"min_repeat_ms": -1}, "min_repeat_ms"),
     ({"cooldown_interval": math.inf}, "cooldown_interval"), ({"warmup_ms": -5}, "warmup_ms"),
     ({"memory_limit_gb": 0}, "memory_limit_gb"), ({"memory_limit_gb": math.nan}, "memory_limit_gb"),
+    ({"number": 10**9}, "number must be at most 10000"), ({"repeat": 10**5}, "repeat must be at most"),
 ])
 def test_local_runner_rejects_bad_numbers(kw, why):
     with pytest.raises((ValueError, TypeError), match=why.replace("(", r"\(")):
@@ -190,6 +191,7 @@ def test_local_runner_rejects_bad_numbers(kw, why):
 @pytest.mark.parametrize("kw, why", [
     ({"timeout": math.nan}, "finite"), ({"timeout": math.inf}, "finite"),
     ({"timeout": 1e12}, "at most"), ({"n_parallel": 0}, "n_parallel"),
+    ({"n_parallel": 10**6}, "n_parallel must be at most 4096"),
     ({"memory_limit_gb": -1}, "memory_limit_gb"),
 ])
 def test_local_builder_rejects_bad_numbers(kw, why):
