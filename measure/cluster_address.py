@@ -6,7 +6,8 @@ minute more, ``tls://...`` without certificates raises from deep inside, and a r
 retried for the whole timeout (30 s) before it is reported (issue 40). So an address is parsed
 here first - ``tcp://HOST:PORT`` (or ``HOST:PORT``), the only transport the tuning commands set
 up - and the scheduler's port is tried with a plain TCP connect that fails within seconds, before
-Dask is asked to connect.
+Dask is asked to connect. The probe also waits for the scheduler's greeting: a port where
+something else listens and says nothing would otherwise hold Dask's handshake for ever.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import ipaddress
 import re
 import socket
 import threading
+import time
 
 from compute.errors import InputError
 
@@ -75,15 +77,23 @@ def _split_host_port(rest: str, shown: str) -> tuple[str, str]:
 
 
 def probe(host: str, port: int, timeout: float = PROBE_S) -> str | None:
-    """Try a TCP connection to ``host:port``; ``None`` if it opened, else why not (refused, no
-    such host, no answer within ``timeout`` seconds). The name lookup runs in a daemon thread
-    so that it too is bounded by ``timeout``."""
+    """Try a TCP connection to ``host:port`` and wait for the greeting a Dask scheduler sends
+    first on every connection (its handshake); ``None`` if it came, else why not (refused, no
+    such host, silent or closed at once: not a scheduler - Dask itself would wait for that
+    greeting forever). The name lookup runs in a daemon thread so that it too is bounded by
+    ``timeout`` seconds."""
     outcome: list[str | None] = []
+    deadline = time.monotonic() + timeout
 
     def attempt() -> None:
         try:
-            socket.create_connection((host, port), timeout=timeout).close()
-            outcome.append(None)
+            with socket.create_connection((host, port), timeout=timeout) as conn:
+                conn.settimeout(max(0.1, deadline - time.monotonic()))
+                greeting = conn.recv(1)
+            outcome.append(None if greeting else "the connection was closed at once: not a Dask "
+                           "scheduler?")
+        except TimeoutError:
+            outcome.append(f"no Dask scheduler answered within {timeout:g} s")
         except socket.gaierror as err:
             outcome.append(f"cannot resolve the host name {host!r}: {err.strerror or err}")
         except OSError as err:
@@ -93,7 +103,7 @@ def probe(host: str, port: int, timeout: float = PROBE_S) -> str | None:
 
     worker = threading.Thread(target=attempt, name="ansor-cluster-probe", daemon=True)
     worker.start()
-    worker.join(timeout)
+    worker.join(timeout + 1.0)  # its own timeouts end it first, but for a stalled name lookup
     if not outcome:
-        return f"no answer within {timeout:g} s"
+        return f"no answer within {timeout:g} s (the name lookup of {host!r} did not return)"
     return outcome[0]

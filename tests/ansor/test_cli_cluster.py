@@ -127,6 +127,42 @@ def test_a_refused_port_fails_in_one_line_within_seconds(tmp_path):
                            "`dask scheduler` starts one)\n")
 
 
+def test_a_silent_listener_is_not_waited_for():
+    """Something listening that is not a Dask scheduler (and says nothing) used to hold Dask's
+    handshake until it closed the connection; now the probe gives up after its timeout."""
+    import threading
+
+    from measure.dask_builder import DaskBuilder
+    from measure.measure import MeasureUnavailableError
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    done = threading.Event()
+
+    def listen_silently() -> None:  # for 10 s at most: the old code waited until the close
+        accepted, end = [], time.monotonic() + 10
+        while not done.is_set() and time.monotonic() < end:
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                pass
+        for c in accepted + [server]:
+            c.close()
+
+    thread = threading.Thread(target=listen_silently, daemon=True)
+    thread.start()
+    t0 = time.monotonic()
+    with pytest.raises(MeasureUnavailableError, match=f"at tcp://127.0.0.1:{port}: no Dask "
+                                                      "scheduler answered within 1 s"):
+        DaskBuilder(f"tcp://127.0.0.1:{port}", connect_timeout=1)
+    assert time.monotonic() - t0 < 5
+    done.set()
+    thread.join()
+
+
 def test_worker_command(capsys):
     assert main(["worker", "tcp://10.0.0.1:8786", "--nthreads", "3", "--print-command"]) == 0
     out = capsys.readouterr().out
