@@ -13,7 +13,6 @@ import ansor
 from ansor import argtypes
 from ansor.hand_schedules import conv2d_schedule, gemm_schedule
 from compute import reference
-from compute.memory import check_bytes, nbytes_of
 from compute.ops import WORKLOADS, get_workload
 from compute.ops import workloads as W
 from compute.tensor import ComputeOp
@@ -21,27 +20,13 @@ from measure.runtime import num_threads
 from sketch.loop_state import State
 
 from . import numpy_matmul
-from .common import fmt_time
-
-
-def _check_memory(dag: ansor.ComputeDAG, label: str) -> None:
-    """Refuse (``MemoryBudgetError``, exit 2) a workload whose buffers do not fit in memory,
-    before anything is allocated: ``--args 100000,100000,100000`` used to fail in numpy with a
-    traceback. Each tensor is checked alone (the message names it), then all of them together
-    with the reference's copy of the outputs."""
-    total = 0
-    for t in dag.tensors:
-        nbytes = nbytes_of(t.shape, np.dtype(t.dtype).itemsize)
-        check_bytes(nbytes, f"{label}: tensor {t.name} {list(t.shape)} {t.dtype}")
-        total += nbytes * (2 if isinstance(t.op, ComputeOp) else 1)
-    check_bytes(total, f"{label}: the working set ({len(dag.tensors)} tensors and the reference's "
-                       "outputs)")
+from .common import check_workload_memory, fmt_time
 
 
 def _check_and_time(target, label: str) -> dict:
     """Build ``target`` (tensors, DAG or State), check it against the reference and time it."""
     dag = target.dag if isinstance(target, State) else ansor.ComputeDAG(target)
-    _check_memory(dag, label)
+    check_workload_memory(dag, label, reference=True)
     t0 = time.perf_counter()
     kernel = ansor.build(target if isinstance(target, State) else dag)
     build_s = time.perf_counter() - t0

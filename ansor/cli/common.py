@@ -48,6 +48,26 @@ def log_refused(path: str | None, prog: str) -> bool:
     return False
 
 
+def check_workload_memory(dag, label: str, reference: bool = False) -> None:
+    """Refuse (``MemoryBudgetError``: one line, exit 2) a workload whose tensors do not fit in
+    memory, before anything is allocated: ``--args 100000,100000,100000`` failed in numpy with
+    a traceback (``ansor build``) or failed every measurement (``ansor tune``). Each tensor is
+    checked alone (the message names it), then all together, with a second copy of the outputs
+    when the numpy ``reference`` is computed too."""
+    import numpy as np  # noqa: PLC0415 - start-up time
+
+    from compute.memory import check_bytes, nbytes_of  # noqa: PLC0415
+    from compute.tensor import ComputeOp  # noqa: PLC0415
+
+    total = 0
+    for t in dag.tensors:
+        nbytes = nbytes_of(t.shape, np.dtype(t.dtype).itemsize)
+        check_bytes(nbytes, f"{label}: tensor {t.name} {list(t.shape)} {t.dtype}")
+        total += nbytes * (2 if reference and isinstance(t.op, ComputeOp) else 1)
+    outputs = " and the reference's outputs" if reference else ""
+    check_bytes(total, f"{label}: the working set ({len(dag.tensors)} tensors{outputs})")
+
+
 def load_model(model: str, seq_len: int | None = None, image_size: int | None = None):
     """MODEL of the ``network`` commands: a zoo name (with its size options) or an .onnx path."""
     from ansor import frontend, networks  # noqa: PLC0415 - start-up time of the other commands

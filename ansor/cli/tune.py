@@ -22,7 +22,7 @@ from sketch.search_policy import SearchParams
 
 from . import numpy_matmul
 from .cluster import RESUME_HINT, add_cluster_argument, open_cluster
-from .common import fmt_time, log_refused
+from .common import check_workload_memory, fmt_time, log_refused
 
 # ``ansor tune`` with no workload: a GEMM small enough that the whole run (search, measurements,
 # numpy comparison) stays under two minutes on a 2-core machine.
@@ -141,6 +141,8 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if isinstance(found, int):
         return found
     task, log = found
+    if ns.cluster is None:  # measured here: its tensors must fit (a cluster's workers: theirs)
+        check_workload_memory(task.compute_dag, task.desc)
     if log_refused(log, "ansor tune"):
         return 2
     model = _cost_model_arg(ns.cost_model, ns.seed if ns.seed is not None or not quick else 0)

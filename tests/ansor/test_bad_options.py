@@ -383,3 +383,15 @@ def test_build_checks_the_memory_of_its_arguments_first(args, budget, why, monke
     assert main(["build", "matmul", "--args", args]) == 2
     err = capsys.readouterr().err
     assert err == f"ansor: {why} of memory available (ANSOR_MAX_MEMORY sets the budget)\n"
+
+
+def test_tune_checks_the_memory_of_its_workload_first(tmp_path, monkeypatch, capsys):
+    """Was: every measurement failed (the runner could not allocate A), then exit 1."""
+    monkeypatch.setenv("ANSOR_MAX_MEMORY", "16G")
+    monkeypatch.setattr(SearchTask, "tune", _refuse)
+    log = tmp_path / "big.json"
+    assert main(["tune", "matmul", "--args", "100000,100000,100000", "--log", str(log)]) == 2
+    assert capsys.readouterr().err == (
+        "ansor: matmul(100000, 100000, 100000): tensor A [100000, 100000] float32 needs 37.3 GiB, "
+        "more than the 16.0 GiB of memory available (ANSOR_MAX_MEMORY sets the budget)\n")
+    assert not log.exists()
