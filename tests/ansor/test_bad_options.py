@@ -9,6 +9,7 @@ as shape extents, and ``apply_best`` preferring this machine's records.
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -395,3 +396,20 @@ def test_tune_checks_the_memory_of_its_workload_first(tmp_path, monkeypatch, cap
         "ansor: matmul(100000, 100000, 100000): tensor A [100000, 100000] float32 needs 37.3 GiB, "
         "more than the 16.0 GiB of memory available (ANSOR_MAX_MEMORY sets the budget)\n")
     assert not log.exists()
+
+
+# ---- the CLI's last line of defence ----------------------------------------------------------
+
+def test_an_os_error_is_one_line_not_an_internal_error(monkeypatch, capsys):
+    """A full disk or an I/O error is the machine's failure (exit 1, one line), not a bug to
+    report; --debug still shows the traceback."""
+    import ansor.cli.build
+
+    def full(_):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "out.json")
+
+    monkeypatch.setattr(ansor.cli.build, "cmd_workloads", full)
+    assert main(["workloads"]) == 1
+    assert capsys.readouterr().err == "ansor: [Errno 28] No space left on device: 'out.json'\n"
+    with pytest.raises(OSError):
+        main(["workloads", "--debug"])
