@@ -80,9 +80,10 @@ def default_cost_model(seed: int | None = None, pretrained: bool = True) -> Cost
 class TuningOptions:
     """How long and how to tune; the names follow TVM's ``auto_scheduler.TuningOptions``.
 
-    * ``num_measure_trials``: new measurements this call may make (resumed records not counted).
+    * ``num_measure_trials``: new measurements this call may make (resumed records not counted;
+      at most ``measure.checks.MAX_TRIALS``).
     * ``num_measures_per_round``: candidates measured per round (the cost model learns between
-      rounds).
+      rounds; at most ``measure.checks.MAX_PER_ROUND``).
     * ``early_stopping``: stop when the best has not improved for this many trials (None: never).
     * ``log_file``: JSON-lines record file, appended after every round and resumed from if it
       exists (None: nothing is written and nothing resumed). Checked when tuning starts
