@@ -38,9 +38,11 @@ def open_cluster(address: str, prog: str, **runner_settings: Any) -> tuple[DaskB
     try:
         builder = DaskBuilder(address)
         return builder, DaskRunner(address, **runner_settings)
-    except (ImportError, MeasureUnavailableError, ValueError) as err:
-        if builder is not None:
+    except BaseException as err:
+        if builder is not None:  # an open client would hold the interpreter's exit for a minute
             builder.close()
+        if not isinstance(err, (ImportError, MeasureUnavailableError, ValueError)):
+            raise
         print(f"{prog}: --cluster {address}: {err}", file=sys.stderr)
         return 2
 

@@ -189,3 +189,27 @@ def test_ansor_worker_joins_the_cluster_as_a_measuring_worker(cluster):
         _, err = proc.communicate(timeout=60)
     # The preload said what the worker is, at start-up.
     assert "ansor worker on " in err and "measures" in err, err[-2000:]
+
+
+def test_a_failed_runner_closes_the_builders_client(monkeypatch):
+    """Any failure after the builder connected closes it: an open Dask client held the
+    interpreter's exit for a minute."""
+    import ansor.cli.cluster as cli_cluster
+
+    closed = []
+
+    class Builder:
+        def __init__(self, address):
+            pass
+
+        def close(self):
+            closed.append(True)
+
+    def runner(address, **kw):
+        raise RuntimeError("the runner broke")
+
+    monkeypatch.setattr(cli_cluster, "DaskBuilder", Builder)
+    monkeypatch.setattr(cli_cluster, "DaskRunner", runner)
+    with pytest.raises(RuntimeError, match="the runner broke"):
+        cli_cluster.open_cluster("tcp://127.0.0.1:1", "ansor tune")
+    assert closed == [True]
