@@ -283,8 +283,10 @@ class ProgramMeasurer:
                     write(inputs, results)
                 except RecordFileError as err:
                     # The log is cut back to whole lines; the batch is abandoned, as on Ctrl-C,
-                    # so that the counts agree with the log.
-                    self.logger.error("%s", err)
+                    # so that the counts agree with the log. Logged at INFO: the stop reason
+                    # returned carries it to the caller, which reports it once (at ERROR it also
+                    # reached stderr through logging, a second line for the same failure).
+                    self.logger.info("%s", err)
                     return (f"{STOP_LOG_FAILED}: {err}; the last {len(inputs)} measurement(s) "
                             "are not counted")
                 if self.shared is not None and write is self.recorder:

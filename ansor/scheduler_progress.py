@@ -8,8 +8,11 @@ be followed and plotted as one curve.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
+import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +21,8 @@ from .tuning import format_duration
 
 if TYPE_CHECKING:
     from .task_scheduler import TaskScheduler
+
+logger = logging.getLogger("ansor.task_scheduler")
 
 __all__ = ["HISTORY_HEADER", "LogEstimatedLatency", "PrintTableInfo", "TaskSchedulerCallback",
            "plot_latency_history", "read_latency_history"]
@@ -113,6 +118,7 @@ class LogEstimatedLatency(TaskSchedulerCallback):
         self._round0 = 0
         self._t0 = 0.0
         self._opened = False
+        self.error: str | None = None  # why the file could not be written (then no more rows)
 
     def _open(self) -> None:
         self._opened = True
@@ -126,6 +132,16 @@ class LogEstimatedLatency(TaskSchedulerCallback):
             self._t0 = float(rows[-1]["elapsed_s"])
 
     def post_tune(self, scheduler: "TaskScheduler", task_id: int) -> None:
+        if self.error is not None:
+            return
+        try:
+            self._append(scheduler)
+        except OSError as err:  # a side output: a full disk here must not end the tuning run
+            self.error = f"{err.strerror or err}"
+            logger.warning("the latency history %r could not be written (%s); tuning goes on "
+                           "without it", self.path, self.error)
+
+    def _append(self, scheduler: "TaskScheduler") -> None:
         if not self._opened:
             self._open()
         est = scheduler.estimated_latency()
@@ -163,7 +179,9 @@ def read_latency_history(path: str | os.PathLike) -> list[dict[str, float]]:
 
 def plot_latency_history(path: str | os.PathLike, out: str | os.PathLike) -> bool:
     """Plot a ``LogEstimatedLatency`` history (estimated latency against trials and against
-    seconds) into the image ``out``. Returns False when matplotlib is not installed."""
+    seconds) into the image ``out``. Returns False when matplotlib is not installed. The image
+    is written to a temporary file beside ``out`` and renamed: a failed write (a full disk)
+    raises and leaves neither a partial image nor the temporary file."""
     try:
         # Optional: plotting is a convenience, not a dependency of tuning.
         import matplotlib  # noqa: PLC0415
@@ -183,6 +201,20 @@ def plot_latency_history(path: str | os.PathLike, out: str | os.PathLike) -> boo
     for ax in (a, b):
         ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(os.fspath(out))
-    plt.close(fig)
+    out = os.fspath(out)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(out)))
+    try:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)  # as open() would make it (mkstemp's is 0600)
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=os.path.splitext(out)[1].lstrip(".") or "png")
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    finally:
+        plt.close(fig)
     return True

@@ -31,7 +31,7 @@ from cost_model.cost_model import CostModel
 from cost_model.lgbm_model import LGBModel
 from cost_model.pretrained import load_pretrained
 from measure.builder import LocalBuilder
-from measure.checks import check_seed
+from measure.checks import MAX_PER_ROUND, MAX_TRIALS, check_count, check_seed
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, MeasureUnavailableError
 from measure.record import LineWarner, RecordToFile, check_log_file, iter_lines, target_summary
 from measure.runner import LocalRunner
@@ -80,9 +80,10 @@ def default_cost_model(seed: int | None = None, pretrained: bool = True) -> Cost
 class TuningOptions:
     """How long and how to tune; the names follow TVM's ``auto_scheduler.TuningOptions``.
 
-    * ``num_measure_trials``: new measurements this call may make (resumed records not counted).
+    * ``num_measure_trials``: new measurements this call may make (resumed records not counted;
+      at most ``measure.checks.MAX_TRIALS``).
     * ``num_measures_per_round``: candidates measured per round (the cost model learns between
-      rounds).
+      rounds; at most ``measure.checks.MAX_PER_ROUND``).
     * ``early_stopping``: stop when the best has not improved for this many trials (None: never).
     * ``log_file``: JSON-lines record file, appended after every round and resumed from if it
       exists (None: nothing is written and nothing resumed). Checked when tuning starts
@@ -110,16 +111,12 @@ class TuningOptions:
     search_params: "SearchParams | None" = None
 
     def __post_init__(self) -> None:
-        def count(name: str, minimum: int) -> None:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-                raise ValueError(f"TuningOptions.{name} must be an integer >= {minimum}, got {v!r}")
-
-        count("num_measure_trials", 0)
-        count("num_measures_per_round", 1)
-        count("verbose", 0)
-        if self.early_stopping is not None:
-            count("early_stopping", 1)
+        # Upper bounds too (measure.checks): a huge count used to be accepted and fill memory.
+        for name, low, high in (("num_measure_trials", 0, MAX_TRIALS), ("verbose", 0, None),
+                                ("num_measures_per_round", 1, MAX_PER_ROUND),
+                                ("early_stopping", 1, MAX_TRIALS)):
+            if getattr(self, name) is not None or name != "early_stopping":
+                check_count(f"TuningOptions.{name}", getattr(self, name), low, high)
         if self.log_file is not None and not isinstance(self.log_file, (str, os.PathLike)):
             raise TypeError(f"TuningOptions.log_file must be a path or None, got "
                             f"{type(self.log_file).__name__}")

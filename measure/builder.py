@@ -17,7 +17,7 @@ import traceback
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
-from .checks import check_count, check_memory_limit_gb, check_seconds
+from .checks import MAX_THREADS, check_count, check_memory_limit_gb, check_seconds
 from .host import this_host
 from .measure import BuildResult, MeasureErrorNo, MeasureInput
 from .runtime import usable_cpus
@@ -144,7 +144,7 @@ class LocalBuilder:
                  memory_limit_gb: float | None = DEFAULT_MEMORY_LIMIT_GB):
         timeout = check_seconds("LocalBuilder timeout", timeout)
         if n_parallel is not None:
-            n_parallel = check_count("LocalBuilder n_parallel", n_parallel)
+            n_parallel = check_count("LocalBuilder n_parallel", n_parallel, maximum=MAX_THREADS)
         memory_limit_gb = check_memory_limit_gb("LocalBuilder", memory_limit_gb)
         if build_func is not None:
             module, sep, attr = build_func.partition(":")

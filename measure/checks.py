@@ -18,6 +18,17 @@ MAX_TIMEOUT_S = 86400.0
 # Seeds go to numpy's generators, LightGBM and ``random``; numpy's legacy seeding, the
 # narrowest of them, takes 0 <= seed < 2**32.
 MAX_SEED = 2**32 - 1
+# Upper bounds of the counts a user gives (issue 40: ``--population 1000000000000`` was accepted
+# and grew memory for minutes without measuring anything). They are far above any useful value
+# and low enough that what they size (lists of candidates, rounds, repeats) fits in memory and
+# starts at once; ``measure.checks`` is their one home (the CLI's argtypes and the library's
+# option classes read them here).
+MAX_TRIALS = 1_000_000  # a million measurements: weeks of tuning at ~1 s each
+MAX_PER_ROUND = 4096  # candidates built and measured in one batch (default 64)
+MAX_REPEAT = 10_000  # timed calls or repeats of one measurement
+MAX_ROUNDS = 1000  # rounds of a comparison, each a fresh process per system
+MAX_THREADS = 4096  # builders/threads (as ANSOR_NUM_THREADS: measure.runtime.MAX_NUM_THREADS)
+MAX_EXTENT = 2**31 - 1  # a shape argument: the kernels index with 32-bit integers
 
 
 def _who(name: str) -> str:
@@ -68,14 +79,23 @@ def check_fraction(name: str, value: object) -> float:
     return v
 
 
-def check_count(name: str, value: object, minimum: int = 1) -> int:
-    """An integer (any ``numbers.Integral`` but bool) >= ``minimum``; returned as an int."""
+def check_count(name: str, value: object, minimum: int = 1, maximum: int | None = None) -> int:
+    """An integer (any ``numbers.Integral`` but bool) >= ``minimum`` (and <= ``maximum`` if
+    given); returned as an int."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{_who(name)}must be an integer, got {value!r}")
     v = int(value)
     if v < minimum:
         raise ValueError(f"{_who(name)}must be an integer >= {minimum}, got {v}")
+    if maximum is not None and v > maximum:
+        raise ValueError(f"{_who(name)}must be at most {maximum}, got {fmt_count(v)}")
     return v
+
+
+def fmt_count(v: int) -> str:
+    """An integer for a message: a 4000-digit value is shortened to stay one readable line."""
+    text = str(v)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
 
 
 def check_seed(name: str, value: object) -> int | None:

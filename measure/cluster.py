@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .checks import check_seconds
+from .cluster_address import PROBE_S, ClusterAddressError, check_scheduler_address, probe
 from .cluster_worker import worker_facts
 from .host import clean_host
 from .measure import MeasureUnavailableError
@@ -180,18 +181,23 @@ class Cluster:
     def connect(cls, where: Any, timeout: float = 30.0) -> "Cluster":
         """The shared connection to ``where``: a scheduler address (``tcp://host:8786``), a
         ``distributed.Client`` (used as is, never closed here) or a cluster object with a
-        ``scheduler_address`` (e.g. ``LocalCluster``). Raises ``MeasureUnavailableError`` if
-        the scheduler cannot be reached within ``timeout`` seconds."""
+        ``scheduler_address`` (e.g. ``LocalCluster``). Raises ``ClusterAddressError`` (an
+        ``InputError``) for an address that is not ``tcp://HOST:PORT`` and
+        ``MeasureUnavailableError`` if the scheduler cannot be reached within ``timeout``
+        seconds (a refused port or an unknown host within ``PROBE_S``)."""
         distributed = import_distributed()
         timeout = check_seconds("cluster connect timeout", timeout)
         if isinstance(where, distributed.Client):
             key: Any = ("client", id(where))
             address = str(getattr(where.scheduler, "address", "the client's scheduler"))
-        else:
+        elif isinstance(where, str):  # a user's text: checked before Dask sees it
+            address, host, port = check_scheduler_address(where)
+            key = ("address", address)
+        else:  # a cluster object's own address (inproc:// for a LocalCluster without processes)
             address = getattr(where, "scheduler_address", where)
             if not isinstance(address, str) or not address.strip() or not address.isprintable():
-                raise ValueError(f"a Dask scheduler address must be a string like "
-                                 f"'tcp://host:8786', got {address!r:.80}")
+                raise ClusterAddressError(f"a Dask scheduler address must be a string like "
+                                          f"'tcp://host:8786', got {address!r:.80}")
             address = address.strip()
             key = ("address", address)
         shared = cls._shared.get(key)
@@ -202,6 +208,12 @@ class Cluster:
             cluster = cls(where, address, owned=False, key=key)
         else:
             cls._quiet_connection_loss(distributed)
+            if isinstance(where, str):
+                # A refused port or an unknown host in seconds, not after Dask's retries.
+                why = probe(host, port, min(timeout, PROBE_S))
+                if why is not None:
+                    raise MeasureUnavailableError(f"cannot reach the Dask scheduler at {address}: "
+                                                  f"{why}")
             try:
                 client = distributed.Client(address, timeout=timeout, set_as_default=False,
                                             name="ansor-tuner")

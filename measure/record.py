@@ -45,6 +45,7 @@ from compute.names import check_dag_json_names, check_desc, check_name
 from sketch.transform_steps import Step, step_from_json, steps_to_json
 
 from .cost_floor import implausible_cost
+from .file_kind import kernel_filesystem
 from .host import check_host
 from .line_warner import MAX_LINE_WARNINGS, LineWarner, RecordWarning  # noqa: F401 (re-exported)
 from .measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
@@ -213,11 +214,11 @@ def _reason(err: OSError) -> str:
 def check_log_file(path: str | os.PathLike) -> str:
     """Check that records can be appended to ``path`` before any work is done, and return it.
 
-    Creates the file's missing directories and the file itself (empty), as the first append
-    would; an existing file is left as it is. ``RecordFileError`` names the path and what is
-    wrong: empty, a directory, under something that is not a directory, not a regular file, or
-    not openable for appending (permissions, read-only file system, ...). A full disk shows only
-    when writing: ``append_durably`` handles that.
+    Creates the file (empty), as the first append would, but not a missing directory (a typo
+    there would scatter logs); an existing file is left as it is. ``RecordFileError`` names the
+    path and what is wrong: empty, a directory, in a missing directory or under a non-directory,
+    not a regular file, on a kernel interface (``/proc``: writes fail), or not openable for
+    appending (permissions, read-only file system, ...). A full disk shows only when writing.
     """
     path = os.fspath(path)
     if not path:
@@ -231,14 +232,14 @@ def check_log_file(path: str | os.PathLike) -> str:
         up = os.path.dirname(up)
     if not os.path.isdir(up):
         raise RecordFileError(f"log file {path!r}: its directory {up!r} is not a directory")
+    if up != parent:
+        raise RecordFileError(f"log file {path!r}: its directory {parent!r} does not exist")
     if os.path.exists(path) and not os.path.isfile(path):
         raise RecordFileError(f"log file {path!r} is not a regular file (records are appended and "
                               "synced to disk; use no log file to keep no records)")
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as err:
-        raise RecordFileError(f"cannot create the directory of log file {path!r}: "
-                              f"{_reason(err)}") from None
+    kernel = kernel_filesystem(path if os.path.exists(path) else parent)
+    if kernel is not None:
+        raise RecordFileError(f"log file {path!r} is on {kernel}, a kernel interface, not storage")
     try:
         # O_NONBLOCK: a FIFO that slipped in between the checks fails here instead of hanging.
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)

@@ -37,8 +37,8 @@ import numpy as np
 
 from .buffers import aligned_copy, aligned_zeros
 from .builder import progress_mark
-from .checks import (MAX_TIMEOUT_S, check_count, check_memory_limit_gb, check_nonnegative,
-                     check_seconds)
+from .checks import (MAX_REPEAT, MAX_TIMEOUT_S, check_count, check_memory_limit_gb,
+                     check_nonnegative, check_seconds)
 from .host import this_host
 from .measure import MAX_FLOAT, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
@@ -268,8 +268,8 @@ class LocalRunner:
                  memory_limit_gb: float | None = 8.0, warmup_ms: float = 300):
         # NaN or inf would disable the timeout (and busy-spin the waiting parent) or overflow it.
         self.timeout = check_seconds("LocalRunner timeout", timeout)
-        self.number = check_count("LocalRunner number", number)
-        self.repeat = check_count("LocalRunner repeat", repeat)
+        self.number = check_count("LocalRunner number", number, maximum=MAX_REPEAT)
+        self.repeat = check_count("LocalRunner repeat", repeat, maximum=MAX_REPEAT)
         self.min_repeat_ms = check_nonnegative("LocalRunner min_repeat_ms", min_repeat_ms,
                                                MAX_TIMEOUT_S * 1e3)
         self.cooldown_interval = check_nonnegative("LocalRunner cooldown_interval",

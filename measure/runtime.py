@@ -18,6 +18,8 @@ from typing import Iterable, Iterator
 
 import llvmlite.binding as llvm
 
+from .checks import MAX_THREADS
+
 ENV_NUM_THREADS = "ANSOR_NUM_THREADS"
 
 _LOCK = threading.Lock()
@@ -26,7 +28,7 @@ _LOADED: dict[str, str] = {}
 
 # Kernels keep the thread count in an i32 and libgomp creates that many threads: far beyond any
 # machine's core count a value is a typo, not a setting.
-MAX_NUM_THREADS = 4096
+MAX_NUM_THREADS = MAX_THREADS  # one bound for the variable and the options (measure.checks)
 
 _warned_oversubscription = False
 

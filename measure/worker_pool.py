@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
-from .checks import check_count, check_seconds
+from .checks import MAX_THREADS, check_count, check_seconds
 
 OK = "ok"
 ERROR = "error"
@@ -272,7 +272,7 @@ class WorkerPool:
 
     def __init__(self, n_workers: int = 1, *, initializer: Callable[[], None] | None = None,
                  memory_limit_bytes: int | None = None, start_timeout: float = 120.0):
-        n_workers = check_count("WorkerPool n_workers", n_workers)
+        n_workers = check_count("WorkerPool n_workers", n_workers, maximum=MAX_THREADS)
         if memory_limit_bytes is not None:
             memory_limit_bytes = check_count("WorkerPool memory_limit_bytes", memory_limit_bytes)
         self._initializer = initializer

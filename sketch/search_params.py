@@ -11,6 +11,11 @@ from dataclasses import dataclass, replace
 
 from .hardware import HardwareParams
 
+# The largest ``population_size`` (8x Ansor's 2048). Every generation samples, scores and keeps
+# this many states; ``--population 1000000000000`` was accepted and grew memory by ~18 MB/s for
+# minutes without measuring anything (issue 40). ``ansor.argtypes`` reads it for --population.
+MAX_POPULATION = 16384
+
 
 @dataclass(frozen=True)
 class SearchParams:
@@ -76,6 +81,9 @@ class SearchParams:
     def __post_init__(self) -> None:
         if self.population_size < 1 or self.num_generations < 0:
             raise ValueError("population_size must be >= 1 and num_generations >= 0")
+        if self.population_size > MAX_POPULATION:
+            raise ValueError(f"SearchParams.population_size must be at most {MAX_POPULATION}, "
+                             f"got {self.population_size}")
         for name in ("mutation_prob", "eps_greedy", "use_measured_ratio", "imperfect_split_prob",
                      "awkward_imperfect_split_prob", "shift_tail_prob", "pad_tail_prob",
                      "register_tile_prob", "lead_family_share"):

@@ -70,21 +70,21 @@ def build_parser(prog: str = "ansor bench") -> argparse.ArgumentParser:
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--workloads", help="comma-separated suite workloads (default: all; see "
                     "--list) or WORKLOAD:ARGS items separated by ';' (matmul:64,64,64)")
-    ap.add_argument("--trials", type=argtypes.count(0), default=200,
+    ap.add_argument("--trials", type=argtypes.trials, default=200,
                     help="tuning trials per tuner and "
                     "workload (default 200); existing logs count")
     ap.add_argument("--log-dir", help="tuning logs, reused across runs (default OUT/logs)")
     ap.add_argument("--out", help=f"output directory (default {default_out()})")
-    ap.add_argument("--threads", type=argtypes.count(1), default=2,
+    ap.add_argument("--threads", type=argtypes.threads, default=2,
                     help="threads for every system (default 2)")
-    ap.add_argument("--rounds", type=argtypes.count(1), default=5, help="timing rounds (default 5)")
+    ap.add_argument("--rounds", type=argtypes.rounds(1), default=5, help="timing rounds (default 5)")
     ap.add_argument("--no-tvm", action="store_true", help="leave TVM MetaSchedule out")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--curve", action="store_true", help="tuning curves instead of the table")
     ap.add_argument("--seed", type=argtypes.seed, help="seed for both tuners")
-    ap.add_argument("--per-round", type=argtypes.count(1), default=64,
+    ap.add_argument("--per-round", type=argtypes.per_round, default=64,
                     help="measurements per tuning round, both tuners (default 64)")
-    ap.add_argument("--repeat", type=argtypes.count(1), default=timing.DEFAULT_REPEAT,
+    ap.add_argument("--repeat", type=argtypes.repeat, default=timing.DEFAULT_REPEAT,
                     help=f"timed repeats per measurement (default {timing.DEFAULT_REPEAT})")
     ap.add_argument("--min-repeat-ms", type=argtypes.nonnegative(MAX_TIMEOUT_S * 1e3),
                     default=timing.DEFAULT_MIN_REPEAT_MS,

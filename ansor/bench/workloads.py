@@ -6,10 +6,11 @@ its arguments (``WORKLOAD:ARGS``).
 """
 from __future__ import annotations
 
-import ast
+import argparse
 from dataclasses import dataclass
 from typing import Sequence
 
+from ansor import argtypes
 from compute.ops import WORKLOADS
 
 
@@ -121,11 +122,11 @@ def parse_workloads(text: str | None, base: Sequence[BenchWorkload] = SUITE) -> 
         if wl not in WORKLOADS:
             raise SystemExit(f"ansor bench: unknown registered workload {wl!r} (see `ansor "
                              "workloads`)")
-        try:
-            args = tuple(ast.literal_eval(f"({arg_text},)")) if arg_text.strip() else \
+        try:  # parsed and bounded as --args is (ansor.argtypes)
+            args = argtypes.shape_args(arg_text) if arg_text.strip() else \
                 WORKLOADS[wl].default_args
-        except (ValueError, SyntaxError):
-            raise SystemExit(f"ansor bench: bad arguments {arg_text!r} in {item!r}") from None
+        except argparse.ArgumentTypeError as err:
+            raise SystemExit(f"ansor bench: bad arguments {arg_text!r} in {item!r}: {err}") from None
         flat = "x".join(str(a) for a in args if not isinstance(a, (tuple, list)))
         out.append(BenchWorkload(f"{wl}_{flat}" if flat else wl, wl, args, f"{wl}{args}",
                                  memory_bound=wl in MEMORY_BOUND_WORKLOADS))

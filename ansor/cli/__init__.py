@@ -60,8 +60,9 @@ def debug_requested(args: Sequence[str]) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command. Exit status: 0 success, 1 a run that failed (or a bug of ours), 2 bad
-    usage or bad input. A user's error is one line on stderr, never a traceback (``--debug``)."""
+    """Run one command. Exit status: 0 success, 1 a run that failed (a full disk, an I/O error,
+    or a bug of ours), 2 bad usage or bad input. A user's error is one line on stderr, never a
+    traceback (``--debug``)."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = debug_requested(args)
     args = [a for a in args if a != "--debug"]
@@ -82,6 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"ansor: {_one_line(err)}", file=sys.stderr)
         return 2
+    except OSError as err:  # the machine's, not ours: a full disk, an I/O error, a lost peer
+        if debug:
+            raise
+        print(f"ansor: {_one_line(err)}", file=sys.stderr)
+        return 1
     except MemoryError as err:
         if debug:
             raise

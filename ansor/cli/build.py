@@ -20,12 +20,13 @@ from measure.runtime import num_threads
 from sketch.loop_state import State
 
 from . import numpy_matmul
-from .common import fmt_time
+from .common import check_workload_memory, fmt_time
 
 
 def _check_and_time(target, label: str) -> dict:
     """Build ``target`` (tensors, DAG or State), check it against the reference and time it."""
     dag = target.dag if isinstance(target, State) else ansor.ComputeDAG(target)
+    check_workload_memory(dag, label, reference=True)
     t0 = time.perf_counter()
     kernel = ansor.build(target if isinstance(target, State) else dag)
     build_s = time.perf_counter() - t0

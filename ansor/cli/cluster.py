@@ -26,7 +26,7 @@ RESUME_HINT = ("resume: run the same command again (with --cluster at a live sch
 
 
 def add_cluster_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cluster", metavar="ADDRESS", default=None,
+    p.add_argument("--cluster", metavar="ADDRESS", default=None, type=argtypes.cluster_address,
                    help="build and measure on the Dask cluster whose scheduler is at ADDRESS "
                         "(tcp://HOST:PORT); measuring workers: `ansor worker ADDRESS`")
 
@@ -38,9 +38,11 @@ def open_cluster(address: str, prog: str, **runner_settings: Any) -> tuple[DaskB
     try:
         builder = DaskBuilder(address)
         return builder, DaskRunner(address, **runner_settings)
-    except (ImportError, MeasureUnavailableError, ValueError) as err:
-        if builder is not None:
+    except BaseException as err:
+        if builder is not None:  # an open client would hold the interpreter's exit for a minute
             builder.close()
+        if not isinstance(err, (ImportError, MeasureUnavailableError, ValueError)):
+            raise
         print(f"{prog}: --cluster {address}: {err}", file=sys.stderr)
         return 2
 
@@ -83,8 +85,9 @@ def add_worker_parser(sub: argparse._SubParsersAction) -> None:
         "at a time. Start one per machine; kernels use the tuner's thread count "
         "(ANSOR_NUM_THREADS where `ansor tune` runs). Same as `dask worker ADDRESS --resources "
         "measure=1 --preload measure.cluster_worker`.")
-    p.add_argument("address", help="the scheduler's address, e.g. tcp://10.0.0.1:8786")
-    p.add_argument("--nthreads", type=argtypes.count(1), default=None, metavar="N",
+    p.add_argument("address", type=argtypes.cluster_address,
+                   help="the scheduler's address, e.g. tcp://10.0.0.1:8786")
+    p.add_argument("--nthreads", type=argtypes.threads, default=None, metavar="N",
                    help="builds at a time (default: the usable CPUs); measurements are always "
                         "one at a time")
     p.add_argument("--no-measure", dest="no_measure", action="store_true",

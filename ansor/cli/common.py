@@ -1,5 +1,6 @@
-"""What several ``ansor`` subcommands share: time formatting and ``--import MODULE`` (modules
-that register the user's workloads before their records are read).
+"""What several ``ansor`` subcommands share: time formatting, ``--import MODULE`` (modules
+that register the user's workloads before their records are read) and the up-front ``--log``
+check of the tuning commands.
 """
 from __future__ import annotations
 
@@ -30,6 +31,43 @@ def import_user_modules(mods: Sequence[str]) -> bool:
             print(f"ansor: --import {mod}: {err}", file=sys.stderr)
             return False
     return True
+
+
+def log_refused(path: str | None, prog: str) -> bool:
+    """Check ``--log`` before any work (``measure.record.check_log_file``: a directory, a
+    missing directory, ``/proc``, no permission, ...): print the one-line reason and return
+    True when it cannot be used. ``ansor tune`` and ``ansor network tune`` both call this before
+    connecting to a cluster or tuning (the tuners check again, for library callers)."""
+    from measure.record import RecordFileError, check_log_file  # noqa: PLC0415 - start-up time
+
+    if path is None:
+        return False
+    try:
+        check_log_file(path)
+    except RecordFileError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return True
+    return False
+
+
+def check_workload_memory(dag, label: str, reference: bool = False) -> None:
+    """Refuse (``MemoryBudgetError``: one line, exit 2) a workload whose tensors do not fit in
+    memory, before anything is allocated: ``--args 100000,100000,100000`` failed in numpy with
+    a traceback (``ansor build``) or failed every measurement (``ansor tune``). Each tensor is
+    checked alone (the message names it), then all together, with a second copy of the outputs
+    when the numpy ``reference`` is computed too."""
+    import numpy as np  # noqa: PLC0415 - start-up time
+
+    from compute.memory import check_bytes, nbytes_of  # noqa: PLC0415
+    from compute.tensor import ComputeOp  # noqa: PLC0415
+
+    total = 0
+    for t in dag.tensors:
+        nbytes = nbytes_of(t.shape, np.dtype(t.dtype).itemsize)
+        check_bytes(nbytes, f"{label}: tensor {t.name} {list(t.shape)} {t.dtype}")
+        total += nbytes * (2 if reference and isinstance(t.op, ComputeOp) else 1)
+    outputs = " and the reference's outputs" if reference else ""
+    check_bytes(total, f"{label}: the working set ({len(dag.tensors)} tensors{outputs})")
 
 
 def load_model(model: str, seq_len: int | None = None, image_size: int | None = None):

@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``tune`` to the ``network`` subcommands."""
     q = sub.add_parser("tune", help="tune MODEL's tasks with one trial budget (resumable, Ctrl-C safe)")
     q.add_argument("model", help="a zoo name or a path to an .onnx file")
-    q.add_argument("--trials", type=argtypes.count(0), required=True,
+    q.add_argument("--trials", type=argtypes.trials, required=True,
                    help="new measurements in this run, over all tasks")
     q.add_argument("--log", required=True, help="record file: appended after every round, resumed from")
     q.add_argument("--strategy", choices=("gradient", "round-robin"), default="gradient",
@@ -37,24 +37,24 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "(see 'ansor network tasks MODEL'); the others are shown, not tuned")
     q.add_argument("--min-share", type=argtypes.nonnegative(0.999), default=0.0, metavar="X",
                    help="tune only tasks with at least this share of the estimated latency (0.05 = 5%%)")
-    q.add_argument("--per-round", type=argtypes.count(1), default=64, metavar="K",
+    q.add_argument("--per-round", type=argtypes.per_round, default=64, metavar="K",
                    help="measurements per round (capped at trials / tasks; default 64)")
-    q.add_argument("--early-stopping", type=argtypes.count(1), default=None, metavar="T",
+    q.add_argument("--early-stopping", type=argtypes.early_stopping, default=None, metavar="T",
                    help="a task retires after T trials without improvement")
     q.add_argument("--seed", type=argtypes.seed, default=None, help="random seed")
-    q.add_argument("--remeasure-best", type=argtypes.count(1), default=3, metavar="K",
+    q.add_argument("--remeasure-best", type=argtypes.repeat, default=3, metavar="K",
                    help="measurements a task's best needs before it is trusted: an unconfirmed best "
                         "is measured again in later rounds and its cost is the median (default 3; "
                         "1: trust single measurements)")
-    q.add_argument("--population", type=argtypes.count(16), default=None, metavar="N",
+    q.add_argument("--population", type=argtypes.population(16), default=None, metavar="N",
                    help="search population per round (default 2048, as Ansor; smaller is faster)")
-    q.add_argument("--rounds", type=argtypes.count(0), default=3,
+    q.add_argument("--rounds", type=argtypes.rounds(0), default=3,
                    help="rounds of the final latency comparison: untuned, tuned, onnxruntime and "
                         "PyTorch when installed (fresh processes, alternating; 0: only time the tuned "
                         "network here)")
-    q.add_argument("--seq-len", type=argtypes.count(1), default=None, help="sequence length (bert-base-layer)")
-    q.add_argument("--image-size", type=argtypes.count(1), default=None, help="image size (CNNs)")
-    q.add_argument("--verbose", type=argtypes.count(0), default=1, help="0: quiet, 1: table per round")
+    q.add_argument("--seq-len", type=argtypes.network_size, default=None, help="sequence length (bert-base-layer)")
+    q.add_argument("--image-size", type=argtypes.network_size, default=None, help="image size (CNNs)")
+    q.add_argument("--verbose", type=argtypes.verbose, default=1, help="0: quiet, 1: table per round")
     q.add_argument("--no-layout-rewrite", action="store_true",
                    help="measure candidates that pack a weight with the copy inside the timed kernel "
                         "(default: outside, as the compiled network runs them) and compile without "
@@ -72,13 +72,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def cmd_tune(args: argparse.Namespace) -> int:
     from ansor.graph.executor import compile_network
     from ansor.graph.tasks import extract_tasks
-    from ansor.task_scheduler import (LogEstimatedLatency, PrintTableInfo, TaskFilter, TaskScheduler,
-                                      plot_latency_history)
+    from ansor.measurer import STOP_LOG_FAILED
+    from ansor.task_scheduler import LogEstimatedLatency, PrintTableInfo, TaskFilter, TaskScheduler
     from ansor.tuning import TuningOptions, format_duration
     from sketch.search_params import SearchParams  # noqa: PLC0415 - start-up time of the CLI
     from measure.record import RecordFileError  # noqa: PLC0415 - start-up time of the CLI
 
-    from .common import load_model
+    from .common import load_model, log_refused
 
     g = load_model(args.model, args.seq_len, args.image_size)
     rewrite = not getattr(args, "no_layout_rewrite", False)
@@ -92,7 +92,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         tasks, weights = extract_tasks(g, layout_rewrite=rewrite)
     if not tasks:
         raise SystemExit(f"ansor network tune: {args.model} has no task to tune")
-    history = f"{args.log}.latency.tsv"
+    if log_refused(args.log, "ansor network tune"):
+        return 2
+    history = LogEstimatedLatency(f"{args.log}.latency.tsv")
     measurers: dict = {}
     if args.cluster is not None:
         opened = open_cluster(args.cluster, "ansor network tune")
@@ -104,22 +106,28 @@ def cmd_tune(args: argparse.Namespace) -> int:
             if args.tasks is not None or args.min_share else None
         sched = TaskScheduler(tasks, weights, strategy=args.strategy, seed=args.seed, task_filter=flt,
                               remeasure_best=args.remeasure_best,
-                              callbacks=[PrintTableInfo(), LogEstimatedLatency(history)])
+                              callbacks=[PrintTableInfo(), history])
         params = None if args.population is None else SearchParams(population_size=args.population)
         opts = TuningOptions(num_measure_trials=args.trials, num_measures_per_round=args.per_round,
                              early_stopping=args.early_stopping, log_file=args.log, seed=args.seed,
                              verbose=args.verbose, search_params=params, **measurers)
         t0 = time.perf_counter()
         res = sched.tune(opts)
-    except (ValueError, RecordFileError) as err:  # a filter matching nothing, an unusable log ...
+    except RecordFileError as err:  # the log path is unusable: found before anything is measured
+        print(f"ansor network tune: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:  # a filter matching nothing, ...
         raise SystemExit(f"ansor network tune: {err}") from None
     finally:
         for m in measurers.values():
             m.close()
     print(f"tuning: {res.trials} new trial(s) ({res.restored} restored) in "
-          f"{format_duration(time.perf_counter() - t0)}; history in {history}")
-    if plot_latency_history(history, f"{args.log}.latency.png"):
-        print(f"plot: {args.log}.latency.png")
+          f"{format_duration(time.perf_counter() - t0)}; history in {history.path}")
+    if res.stop_reason.startswith(STOP_LOG_FAILED):  # e.g. a full disk: the log keeps every
+        print(f"ansor network tune: {res.stop_reason}", file=sys.stderr)  # complete record
+        return 1
+    if history.error is None:
+        side_plot(history.path, f"{args.log}.latency.png")
     est = res.estimated_latency
     print("estimated latency: " + ("- (some task has no valid schedule)" if est is None
                                    else f"{est * 1e3:.3f} ms (sum of weight x best task latency"
@@ -144,6 +152,22 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 0
     _before_after(args)
     return 0
+
+
+def side_plot(history: str, out: str) -> None:
+    """The latency plot, a side output: a failure to draw or write it (a full disk, a history
+    cut short) is one warning line, never the run's failure (``plot_latency_history`` leaves no
+    partial image behind)."""
+    from ansor.task_scheduler import plot_latency_history  # noqa: PLC0415 - start-up time
+
+    try:
+        if plot_latency_history(history, out):
+            print(f"plot: {out}")
+    except Exception as err:  # noqa: BLE001 - whatever broke the plot, the tuning run stands
+        why = (err.strerror if isinstance(err, OSError) and err.strerror else str(err)) or \
+            type(err).__name__
+        print(f"ansor network tune: warning: the plot {out} was not written: "
+              f"{why.splitlines()[0]}", file=sys.stderr)
 
 
 def _choose_layouts(g, log: str) -> int:

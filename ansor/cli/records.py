@@ -102,8 +102,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q = rs.add_parser("verify", help="rebuild and re-time each workload's best record in a fresh "
                       "process; print recorded vs re-measured time")
     q.add_argument("log")
-    q.add_argument("--number", type=argtypes.count(1), default=3,
+    q.add_argument("--number", type=argtypes.repeat, default=3,
                    help="runs per timing (default 3)")
-    q.add_argument("--repeat", type=argtypes.count(1), default=3, help="timings (default 3)")
+    q.add_argument("--repeat", type=argtypes.repeat, default=3, help="timings (default 3)")
     q.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE first (to register its workloads); repeatable")

@@ -22,7 +22,7 @@ from sketch.search_policy import SearchParams
 
 from . import numpy_matmul
 from .cluster import RESUME_HINT, add_cluster_argument, open_cluster
-from .common import fmt_time
+from .common import check_workload_memory, fmt_time, log_refused
 
 # ``ansor tune`` with no workload: a GEMM small enough that the whole run (search, measurements,
 # numpy comparison) stays under two minutes on a 2-core machine.
@@ -141,6 +141,10 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if isinstance(found, int):
         return found
     task, log = found
+    if ns.cluster is None:  # measured here: its tensors must fit (a cluster's workers: theirs)
+        check_workload_memory(task.compute_dag, task.desc)
+    if log_refused(log, "ansor tune"):
+        return 2
     model = _cost_model_arg(ns.cost_model, ns.seed if ns.seed is not None or not quick else 0)
     if isinstance(model, str):
         print(f"ansor tune: {model}", file=sys.stderr)
@@ -189,18 +193,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="argument positions of inputs that are constants where the kernel will run "
                    "(e.g. 1 for a weight): a candidate that packs one is measured with the pack "
                    "outside the timed kernel (layout rewrite; default: none, the pack is timed)")
-    p.add_argument("--trials", type=argtypes.count(0),
+    p.add_argument("--trials", type=argtypes.trials,
                    help="new measurements to make (default 200; quick "
                    f"run {QUICK_TUNE_TRIALS})")
     p.add_argument("--log", help="record file: appended each round, resumed from if it exists")
-    p.add_argument("--per-round", dest="per_round", type=argtypes.count(1),
+    p.add_argument("--per-round", dest="per_round", type=argtypes.per_round,
                    help=f"measurements per round (default 64; quick run {QUICK_TUNE_PER_ROUND})")
     p.add_argument("--seed", type=argtypes.seed,
                    help="random seed (a fixed seed makes a run reproducible "
                    "up to measurement noise)")
-    p.add_argument("--early-stopping", dest="early_stopping", type=argtypes.count(1), metavar="N",
+    p.add_argument("--early-stopping", dest="early_stopping", type=argtypes.early_stopping, metavar="N",
                    help="stop when the best has not improved for N trials")
-    p.add_argument("--population", type=argtypes.count(1), metavar="N",
+    p.add_argument("--population", type=argtypes.population(), metavar="N",
                    help="evolutionary search population size (default 2048)")
     p.add_argument("--timeout", type=argtypes.seconds(), metavar="SECONDS",
                    help="runner timeout per candidate (default 10; a slower candidate is an error)")

@@ -9,6 +9,7 @@ as shape extents, and ``apply_best`` preferring this machine's records.
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -39,8 +40,11 @@ def _cli_error(argv, monkeypatch, capsys) -> str:
     (a tuning run with ``--timeout nan`` would hang). Returns stderr."""
     import ansor.bench.suite
     import ansor.records
+    import ansor.task_scheduler
 
     monkeypatch.setattr(SearchTask, "tune", _refuse)
+    monkeypatch.setattr(ansor.task_scheduler.TaskScheduler, "tune", _refuse)
+    monkeypatch.setattr(os, "execv", _refuse)  # ansor worker would replace the test process
     monkeypatch.setattr(ansor.records, "verify_best", _refuse)
     monkeypatch.setattr(ansor.bench.suite, "run_suite", _refuse)
     monkeypatch.setattr(ansor.bench.suite, "run_curve", _refuse)
@@ -72,6 +76,10 @@ BAD_TUNE = [
     ("--seed", str(2**32), "[0, 4294967295]"), ("--seed", "1.5", "not an integer"),
     ("--trials", "-1", ">= 0"), ("--per-round", "0", ">= 1"), ("--early-stopping", "0", ">= 1"),
     ("--population", "0", ">= 1"),
+    # Upper bounds (issue 40): --population 1e12 grew memory for minutes, measuring nothing.
+    ("--population", "1000000000000", "at most 16384"), ("--trials", "1000001", "at most 1000000"),
+    ("--per-round", "4097", "at most 4096"), ("--early-stopping", str(10**7), "at most 1000000"),
+    ("--population", "9" * 4000, "(4000 digits)"),
 ]
 
 
@@ -101,6 +109,32 @@ def test_tune_flags_are_checked_by_argparse(flag, value, why, monkeypatch, capsy
     (["bench", "--min-repeat-ms", "nan"], "--min-repeat-ms", "finite"),
     (["bench", "--warmup", "inf"], "--warmup", "finite"),
     (["bench", "--warmup", "-1"], "--warmup", ">= 0"),
+    # Upper bounds, each named in the message (issue 40).
+    (["records", "verify", "LOG", "--number", "10001"], "--number", "at most 10000"),
+    (["records", "verify", "LOG", "--repeat", str(10**9)], "--repeat", "at most 10000"),
+    (["records", "distill", "LOG", "-o", "out.json", "--top-k", str(10**7)], "--top-k", "at most"),
+    (["costmodel", "eval", "LOG", "--train", str(10**12)], "--train", "at most 1000000"),
+    (["bench", "--trials", str(10**7)], "--trials", "at most 1000000"),
+    (["bench", "--threads", "5000"], "--threads", "at most 4096"),
+    (["bench", "--rounds", "1001"], "--rounds", "at most 1000"),
+    (["bench", "--repeat", str(10**6)], "--repeat", "at most 10000"),
+    (["bench", "--per-round", str(10**6)], "--per-round", "at most 4096"),
+    (["worker", "tcp://127.0.0.1:1", "--nthreads", "5000"], "--nthreads", "at most 4096"),
+    (["network", "tune", "mlp", "--trials", str(10**7), "--log", "x.json"], "--trials", "at most"),
+    (["network", "tune", "mlp", "--trials", "1", "--log", "x.json", "--per-round", "5000"],
+     "--per-round", "at most 4096"),
+    (["network", "tune", "mlp", "--trials", "1", "--log", "x.json", "--population", str(10**12)],
+     "--population", "at most 16384"),
+    (["network", "tune", "mlp", "--trials", "1", "--log", "x.json", "--rounds", "5000"],
+     "--rounds", "at most 1000"),
+    (["network", "tune", "mlp", "--trials", "1", "--log", "x.json", "--remeasure-best", "100000"],
+     "--remeasure-best", "at most 10000"),
+    (["network", "tune", "bert-base-layer", "--trials", "1", "--log", "x.json", "--seq-len",
+      "100000"], "--seq-len", "at most 8192"),
+    (["network", "tune", "resnet-18", "--trials", "1", "--log", "x.json", "--image-size",
+      "100000"], "--image-size", "at most 8192"),
+    (["network", "tune", "mlp", "--trials", "1", "--log", "x.json", "--verbose", "99"],
+     "--verbose", "at most 3"),
 ])
 def test_every_subcommand_checks_its_numbers(argv, flag, why, log, monkeypatch, capsys):
     err = _cli_error([log if a == "LOG" else a for a in argv], monkeypatch, capsys)
@@ -113,6 +147,22 @@ def test_every_subcommand_checks_its_numbers(argv, flag, why, log, monkeypatch, 
 def test_bench_workloads_errors_exit_2(spec, why, monkeypatch, capsys):
     err = _cli_error(["bench", "--workloads", spec], monkeypatch, capsys)
     assert "argument --workloads: " in err and why in err
+
+
+@pytest.mark.parametrize("argv, why", [
+    (["build", "matmul", "--args", "100000000000,1,1"], "at most 2147483647"),
+    (["tune", "add", "--args", f"(4, {10**20}), (4,)"], "at most 2147483647"),
+    (["tune", "--constant-inputs", str(2**40)], "at most 2147483647"),
+    (["build", "matmul", "--args", "1," * 6000], "longer than 10000 characters"),
+])
+def test_shape_arguments_are_bounded(argv, why, monkeypatch, capsys):
+    err = _cli_error(argv, monkeypatch, capsys)
+    assert "argument --" in err and why in err and "Traceback" not in err
+
+
+def test_bench_workload_arguments_are_bounded(monkeypatch, capsys):
+    err = _cli_error(["bench", "--workloads", "matmul:1,99999999999,1"], monkeypatch, capsys)
+    assert "argument --workloads: " in err and "at most 2147483647" in err
 
 
 @pytest.mark.parametrize("argv", [["tune", "matmul", "--args", "1,,2"],
@@ -132,6 +182,7 @@ def test_args_parse_errors_exit_2_like_other_argument_errors(argv, monkeypatch, 
     ({"min_repeat_ms": math.nan}, "min_repeat_ms"), ({"min_repeat_ms": -1}, "min_repeat_ms"),
     ({"cooldown_interval": math.inf}, "cooldown_interval"), ({"warmup_ms": -5}, "warmup_ms"),
     ({"memory_limit_gb": 0}, "memory_limit_gb"), ({"memory_limit_gb": math.nan}, "memory_limit_gb"),
+    ({"number": 10**9}, "number must be at most 10000"), ({"repeat": 10**5}, "repeat must be at most"),
 ])
 def test_local_runner_rejects_bad_numbers(kw, why):
     with pytest.raises((ValueError, TypeError), match=why.replace("(", r"\(")):
@@ -141,6 +192,7 @@ def test_local_runner_rejects_bad_numbers(kw, why):
 @pytest.mark.parametrize("kw, why", [
     ({"timeout": math.nan}, "finite"), ({"timeout": math.inf}, "finite"),
     ({"timeout": 1e12}, "at most"), ({"n_parallel": 0}, "n_parallel"),
+    ({"n_parallel": 10**6}, "n_parallel must be at most 4096"),
     ({"memory_limit_gb": -1}, "memory_limit_gb"),
 ])
 def test_local_builder_rejects_bad_numbers(kw, why):
@@ -156,6 +208,24 @@ def test_worker_pool_rejects_a_timeout_that_would_disable_it():
             with pytest.raises(ValueError, match="timeout"):
                 pool.run(abs, -1, timeout=bad)
         assert pool.run(abs, -1, timeout=30).value == 1  # the pool is still usable
+
+
+@pytest.mark.parametrize("kw, why", [
+    ({"num_measure_trials": 10**7}, "num_measure_trials must be at most 1000000"),
+    ({"num_measures_per_round": 10**5}, "num_measures_per_round must be at most 4096"),
+    ({"early_stopping": 10**9}, "early_stopping must be at most 1000000"),
+])
+def test_tuning_options_have_upper_bounds(kw, why):
+    with pytest.raises(ValueError, match=why):
+        TuningOptions(**kw)
+
+
+def test_search_params_population_has_an_upper_bound():
+    from sketch.search_params import MAX_POPULATION, SearchParams
+
+    with pytest.raises(ValueError, match=f"population_size must be at most {MAX_POPULATION}"):
+        SearchParams(population_size=10**12)
+    assert SearchParams(population_size=MAX_POPULATION).population_size == MAX_POPULATION
 
 
 @pytest.mark.parametrize("seed", [-1, 2**32, 2**70])
@@ -299,3 +369,47 @@ def test_apply_best_falls_back_to_another_cpu_and_says_so(tmp_path):
         state = task.apply_best(path)
     assert state.canonical_key() == task.compute_dag.init_state().canonical_key()
     assert os.path.getsize(path) > 0
+
+
+# ---- memory of ansor build -------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, budget, why", [
+    ("100000,100000,100000", "16G", "matmul(100000, 100000, 100000): tensor A [100000, 100000] "
+     "float32 needs 37.3 GiB, more than the 16.0 GiB"),
+    ("300,300,300", "1M", "matmul(300, 300, 300): the working set (3 tensors and the reference's "
+     "outputs) needs 1.4 MiB, more than the 1.0 MiB"),
+])
+def test_build_checks_the_memory_of_its_arguments_first(args, budget, why, monkeypatch, capsys):
+    monkeypatch.setenv("ANSOR_MAX_MEMORY", budget)
+    assert main(["build", "matmul", "--args", args]) == 2
+    err = capsys.readouterr().err
+    assert err == f"ansor: {why} of memory available (ANSOR_MAX_MEMORY sets the budget)\n"
+
+
+def test_tune_checks_the_memory_of_its_workload_first(tmp_path, monkeypatch, capsys):
+    """Was: every measurement failed (the runner could not allocate A), then exit 1."""
+    monkeypatch.setenv("ANSOR_MAX_MEMORY", "16G")
+    monkeypatch.setattr(SearchTask, "tune", _refuse)
+    log = tmp_path / "big.json"
+    assert main(["tune", "matmul", "--args", "100000,100000,100000", "--log", str(log)]) == 2
+    assert capsys.readouterr().err == (
+        "ansor: matmul(100000, 100000, 100000): tensor A [100000, 100000] float32 needs 37.3 GiB, "
+        "more than the 16.0 GiB of memory available (ANSOR_MAX_MEMORY sets the budget)\n")
+    assert not log.exists()
+
+
+# ---- the CLI's last line of defence ----------------------------------------------------------
+
+def test_an_os_error_is_one_line_not_an_internal_error(monkeypatch, capsys):
+    """A full disk or an I/O error is the machine's failure (exit 1, one line), not a bug to
+    report; --debug still shows the traceback."""
+    import ansor.cli.build
+
+    def full(_):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "out.json")
+
+    monkeypatch.setattr(ansor.cli.build, "cmd_workloads", full)
+    assert main(["workloads"]) == 1
+    assert capsys.readouterr().err == "ansor: [Errno 28] No space left on device: 'out.json'\n"
+    with pytest.raises(OSError):
+        main(["workloads", "--debug"])

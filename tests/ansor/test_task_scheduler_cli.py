@@ -29,10 +29,10 @@ def test_bad_values_are_refused(tmp_path, capsys):
         ansor_main(["network", "tune", "bert-base-layer", "--trials", "8", "--log", "x",
                     "--strategy", "greedy"])
     assert "invalid choice: 'greedy'" in capsys.readouterr().err
-    # a log that cannot be appended to is refused before anything is measured
-    with pytest.raises(SystemExit, match=f"ansor network tune: .*{tmp_path}"):
-        ansor_main(["network", "tune", "bert-base-layer", "--seq-len", "4", "--trials", "8",
-                    "--log", str(tmp_path)])
+    # a log that cannot be appended to is refused before anything is measured (bad input: 2)
+    assert ansor_main(["network", "tune", "bert-base-layer", "--seq-len", "4", "--trials", "8",
+                       "--log", str(tmp_path)]) == 2
+    assert f"ansor network tune: log file '{tmp_path}' is a directory" in capsys.readouterr().err
 
 
 def test_a_real_tuning_run_end_to_end(tmp_path, capsys):
