@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from compute.errors import InputError
 from compute.tensor import ComputeOp
 
 if TYPE_CHECKING:
@@ -223,7 +224,7 @@ TaskPredicate = Callable[[int, "SearchTask"], bool]
 def select_tasks(task_filter: TaskFilter | TaskPredicate, tasks: Sequence["SearchTask"],
                  shares: Callable[[], Sequence[float]]) -> list[bool]:
     """Which tasks ``task_filter`` keeps (``shares()``: ``estimated_shares``, asked for by a
-    ``TaskFilter`` only). A filter that excludes every task raises ValueError naming them."""
+    ``TaskFilter`` only). A filter that excludes every task raises InputError (a ValueError) naming them."""
     if isinstance(task_filter, TaskFilter):
         share = shares()
         keep = [task_filter.matches_name(t.desc) and share[i] >= task_filter.min_share
@@ -232,5 +233,5 @@ def select_tasks(task_filter: TaskFilter | TaskPredicate, tasks: Sequence["Searc
         keep = [bool(task_filter(i, t)) for i, t in enumerate(tasks)]
     if not any(keep):
         shown = "; ".join(t.desc for t in tasks[:8]) + ("; ..." if len(tasks) > 8 else "")
-        raise ValueError(f"the task filter {task_filter!r} excludes all {len(tasks)} tasks ({shown})")
+        raise InputError(f"the task filter {task_filter!r} excludes all {len(tasks)} tasks ({shown})")
     return keep

@@ -165,8 +165,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             ("run", _cmd_run, "compile MODEL, check it against the reference, time it")):
         q = sub.add_parser(name, help=help_)
         q.add_argument("model", help="a zoo name or a path to an .onnx file")
-        q.add_argument("--seq-len", type=argtypes.count(1), default=None, help="sequence length (bert-base-layer)")
-        q.add_argument("--image-size", type=argtypes.count(1), default=None, help="image size (CNNs)")
+        q.add_argument("--seq-len", type=argtypes.network_size, default=None, help="sequence length (bert-base-layer)")
+        q.add_argument("--image-size", type=argtypes.network_size, default=None, help="image size (CNNs)")
         if name == "run":
             q.add_argument("--log", default=None, help="tuning records to take schedules from")
             q.add_argument("--strict", action="store_true", help="fail if a task has no record")
@@ -179,7 +179,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
             q.add_argument("--nhwc", action="store_true",
                            help="ignore the layouts chosen by 'network tune --layout-tuning' "
                                 "(LOG.layouts.jsonl): every group runs NHWC")
-            q.add_argument("--rounds", type=argtypes.count(0), default=3,
+            q.add_argument("--rounds", type=argtypes.rounds(0), default=3,
                            help="rounds of the latency comparison with onnxruntime and PyTorch "
                                 "(fresh processes, alternating; 0: skip it)")
         q.set_defaults(func=fn)

@@ -90,8 +90,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         tasks, weights = extract_layout_tasks(g, layout_rewrite=rewrite)
     else:
         tasks, weights = extract_tasks(g, layout_rewrite=rewrite)
-    if not tasks:
-        raise SystemExit(f"ansor network tune: {args.model} has no task to tune")
+    if not tasks:  # e.g. a model of element-wise ops only: bad input, not a failed run
+        print(f"ansor network tune: {args.model} has no task to tune (no subgraph with a "
+              "reduction)", file=sys.stderr)
+        return 2
     if log_refused(args.log, "ansor network tune"):
         return 2
     history = LogEstimatedLatency(f"{args.log}.latency.tsv")
@@ -102,22 +104,24 @@ def cmd_tune(args: argparse.Namespace) -> int:
             return opened
         measurers = dict(builder=opened[0], runner=opened[1])
     try:
-        flt = TaskFilter(pattern=args.tasks, min_share=args.min_share) \
-            if args.tasks is not None or args.min_share else None
-        sched = TaskScheduler(tasks, weights, strategy=args.strategy, seed=args.seed, task_filter=flt,
-                              remeasure_best=args.remeasure_best,
-                              callbacks=[PrintTableInfo(), history])
-        params = None if args.population is None else SearchParams(population_size=args.population)
-        opts = TuningOptions(num_measure_trials=args.trials, num_measures_per_round=args.per_round,
-                             early_stopping=args.early_stopping, log_file=args.log, seed=args.seed,
-                             verbose=args.verbose, search_params=params, **measurers)
+        try:  # what the user asked for, checked before anything is measured: exit 2
+            flt = TaskFilter(pattern=args.tasks, min_share=args.min_share) \
+                if args.tasks is not None or args.min_share else None
+            sched = TaskScheduler(tasks, weights, strategy=args.strategy, seed=args.seed,
+                                  task_filter=flt, remeasure_best=args.remeasure_best,
+                                  callbacks=[PrintTableInfo(), history])
+            params = None if args.population is None else SearchParams(population_size=args.population)
+            opts = TuningOptions(num_measure_trials=args.trials, num_measures_per_round=args.per_round,
+                                 early_stopping=args.early_stopping, log_file=args.log, seed=args.seed,
+                                 verbose=args.verbose, search_params=params, **measurers)
+        except ValueError as err:  # a filter matching nothing, ...
+            print(f"ansor network tune: {err}", file=sys.stderr)
+            return 2
         t0 = time.perf_counter()
-        res = sched.tune(opts)
+        res = sched.tune(opts)  # an InputError inside (e.g. a bad cost-model file) is exit 2 too
     except RecordFileError as err:  # the log path is unusable: found before anything is measured
         print(f"ansor network tune: {err}", file=sys.stderr)
         return 2
-    except ValueError as err:  # a filter matching nothing, ...
-        raise SystemExit(f"ansor network tune: {err}") from None
     finally:
         for m in measurers.values():
             m.close()

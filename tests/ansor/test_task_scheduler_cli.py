@@ -1,5 +1,6 @@
 """``ansor network tune`` (issue 17): arguments and errors, without measuring anything."""
 import json
+import re
 
 import pytest
 
@@ -14,11 +15,28 @@ def test_tune_is_listed(capsys):
         assert flag in out
 
 
-def test_a_filter_matching_nothing_is_named(tmp_path):
-    with pytest.raises(SystemExit, match="ansor network tune: the task filter .*'nothing-like-this'"
-                                         ".* excludes all 8 tasks"):
-        ansor_main(["network", "tune", "bert-base-layer", "--seq-len", "4", "--trials", "8",
-                    "--log", str(tmp_path / "l.json"), "--tasks", "nothing-like-this"])
+def test_a_filter_matching_nothing_is_named(tmp_path, capsys):
+    assert ansor_main(["network", "tune", "bert-base-layer", "--seq-len", "4", "--trials", "8",
+                       "--log", str(tmp_path / "l.json"), "--tasks", "nothing-like-this"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err  # one line, no traceback
+    assert re.search("ansor: the task filter .*'nothing-like-this'.* excludes all 8 tasks", err)
+
+
+def test_a_model_without_tasks_is_bad_input(tmp_path, capsys):
+    """A model with no reduction has nothing to tune: bad input (exit 2), one line."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                                                "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "relu.onnx"
+    onnx.save(model, str(path))
+    assert ansor_main(["network", "tune", str(path), "--trials", "8",
+                       "--log", str(tmp_path / "l.json")]) == 2
+    assert "has no task to tune" in capsys.readouterr().err
 
 
 def test_bad_values_are_refused(tmp_path, capsys):
