@@ -396,11 +396,14 @@ def lines_with_states(path: str | os.PathLike, workload_keys: Iterable[str] | No
     wanted = None if workload_keys is None else set(workload_keys)
     path = os.fspath(path)
     warner = LineWarner(path)
-    dags: dict[str, Any] = {}
+    # Keyed by the key a line claims *and* its task as written: a hostile line claiming another
+    # workload's key must not lend its computation to that workload's honest lines.
+    dags: dict[tuple[str, str], Any] = {}
     for line in iter_lines(path, warner):
         if wanted is not None and line.workload_key not in wanted:
             continue
-        dag = dags.get(line.workload_key)
+        cache_key = (line.workload_key, json.dumps(line.task, sort_keys=True))
+        dag = dags.get(cache_key)
         if dag is None:
             try:
                 t = line.task
@@ -409,9 +412,12 @@ def lines_with_states(path: str | os.PathLike, workload_keys: Iterable[str] | No
                 else:
                     dag = ComputeDAG.from_json(t["dag"])
                 dag.check_bounds()  # as every reader of records does (SearchTask.from_json)
+                if dag.workload_key != line.workload_key:
+                    dag = (f"its task has key {dag.workload_key}, the record says {line.workload_key}: "
+                           "the computation changed since the record was written, or the line lies")
             except Exception as e:  # noqa: BLE001 - an unknown workload skips its records
                 dag = f"cannot rebuild the task: {type(e).__name__}: {e}"[:300]
-            dags[line.workload_key] = dag
+            dags[cache_key] = dag
         if isinstance(dag, str):
             warner(line.lineno, dag)
             continue

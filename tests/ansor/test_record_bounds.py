@@ -119,3 +119,24 @@ def test_the_verdict_is_checked_once_per_computation(monkeypatch):
         with pytest.raises(access_bounds.OutOfBoundsError):
             ansor.SearchTask.from_json(_oob_task().to_json())
     assert len(calls) == 3  # a refusal is not cached: its message names this DAG's tensors
+
+
+def test_a_line_lying_about_its_key_does_not_lend_its_computation(tmp_path):
+    """The cost model's reader cached a computation by the workload key a line claims: a first
+    line claiming the good task's key with another computation made every honest line of that
+    key train on the liar's computation. Now the liar is skipped and the honest line keeps its own."""
+    from cost_model.lgbm_model import lines_with_states
+
+    good = _good_task()
+    C = te.placeholder((32, 8), name="C")
+    other = ansor.SearchTask(tensors=[C, te.compute((32, 8), lambda i, j: C[i, j] + 1.0, name="D")])
+    liar = _line(other, 1e-5).replace(other.workload_key, good.workload_key)
+    assert good.workload_key in liar
+    path = tmp_path / "liar.json"
+    path.write_text(liar + "\n" + _line(good, 1e-5) + "\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows = list(lines_with_states(path, None))
+    assert [line.lineno for line, _, _ in rows] == [2]
+    assert rows[0][1].dag.workload_key == good.workload_key
+    assert any(f"{path}:1:" in str(w.message) and "the record says" in str(w.message) for w in caught)
