@@ -143,11 +143,12 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     task, log = found
     if ns.cluster is None:  # measured here: its tensors must fit (a cluster's workers: theirs)
         check_workload_memory(task.compute_dag, task.desc)
-    if log_refused(log, "ansor tune"):
-        return 2
+    # The cost model first: a refused model file must not leave an empty log behind.
     model = _cost_model_arg(ns.cost_model, ns.seed if ns.seed is not None or not quick else 0)
     if isinstance(model, str):
         print(f"ansor tune: {model}", file=sys.stderr)
+        return 2
+    if log_refused(log, "ansor tune"):
         return 2
     made = _runner_and_options(ns, log, quick)
     if isinstance(made, int):

@@ -95,5 +95,11 @@ def test_cli_network_run_refuses_huge_plan_in_one_line(tmp_path, capsys, monkeyp
 
 
 def test_image_size_beyond_any_tensor_names_the_input(capsys):
-    assert ansor.cli.main(["network", "tasks", "resnet-18", "--image-size", str(1 << 30)]) == 2
-    assert _one_line(capsys).startswith("ansor: graph input 'data': shape [1, 1073741824, 1073741824, 3] has ")
+    with pytest.raises(SystemExit) as info:  # the option's own bound comes first
+        ansor.cli.main(["network", "tasks", "resnet-18", "--image-size", str(1 << 30)])
+    assert info.value.code == 2
+    assert "argument --image-size: must be at most" in capsys.readouterr().err
+    from ansor import networks  # the Python API has no option bound: the graph's own check
+
+    with pytest.raises(InputError, match=r"graph input 'data': shape \[1, 1073741824, 1073741824, 3\] has "):
+        networks.get("resnet-18", image_size=1 << 30)
