@@ -66,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = debug_requested(args)
     args = [a for a in args if a != "--debug"]
+    shown = warnings.showwarning
+    if not debug:  # a warning is one line too, not Python's two (with the source line)
+        warnings.showwarning = _one_line_warning
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
@@ -100,6 +103,13 @@ def main(argv: Sequence[str] | None = None) -> int:
               "(run with --debug or ANSOR_DEBUG=1 for the traceback, and please report it)",
               file=sys.stderr)
         return 1
+    finally:
+        warnings.showwarning = shown
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` for the command line: ``ansor: warning: MESSAGE``."""
+    print(f"ansor: warning: {str(message).strip()}", file=file or sys.stderr)
 
 
 def _one_line(err: BaseException) -> str:

@@ -39,3 +39,35 @@ def test_build_bad_input_is_a_clear_error(argv, message, capsys):
         text = capsys.readouterr().err
     assert rc == 2
     assert message in text + capsys.readouterr().err
+
+
+def test_warnings_and_errors_are_one_line_without_a_traceback(tmp_path, capsys):
+    """Issue 40: a skipped record is one ``ansor: warning:`` line (not Python's message plus
+    source line), an unexpected exception one ``internal error`` line with exit 1, and --debug
+    shows the traceback."""
+    import warnings
+
+    from ansor.cli import main as cli_main
+
+    log = tmp_path / "bad.json"
+    log.write_text("{not json\n")
+    assert cli_main(["records", "show", str(log)]) in (0, 1)
+    err = capsys.readouterr().err
+    assert f"ansor: warning: {log}:1:" in err and "Traceback" not in err, err
+    assert all(line.startswith("ansor: ") for line in err.strip().splitlines()), err
+    assert warnings.showwarning.__name__ != "_one_line_warning"  # restored after the command
+    import ansor.cli as cli
+
+    def boom(args):
+        raise TypeError("a bug of ours")
+
+    orig = cli._dispatch
+    cli._dispatch = boom
+    try:
+        assert cli_main(["records", "show", str(log)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("ansor: internal error: TypeError: a bug of ours") and err.count("\n") == 1
+        with pytest.raises(TypeError):
+            cli_main(["--debug", "records", "show", str(log)])
+    finally:
+        cli._dispatch = orig
