@@ -66,9 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = debug_requested(args)
     args = [a for a in args if a != "--debug"]
-    shown = warnings.showwarning
-    if not debug:  # a warning is one line too, not Python's two (with the source line)
-        warnings.showwarning = _one_line_warning
+    # A warning is one line too, not Python's two (with the source line). The formatter, not
+    # showwarning: callers recording warnings (catch_warnings(record=True)) still get them.
+    shown = warnings.formatwarning
+    if not debug:
+        warnings.formatwarning = _one_line_warning
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
@@ -104,12 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     finally:
-        warnings.showwarning = shown
+        warnings.formatwarning = shown
 
 
-def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """``warnings.showwarning`` for the command line: ``ansor: warning: MESSAGE``."""
-    print(f"ansor: warning: {str(message).strip()}", file=file or sys.stderr)
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """``warnings.formatwarning`` for the command line: ``ansor: warning: MESSAGE``."""
+    return f"ansor: warning: {str(message).strip()}\n"
 
 
 def _one_line(err: BaseException) -> str:
