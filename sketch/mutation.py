@@ -22,12 +22,12 @@ import random
 from dataclasses import replace
 from typing import Callable
 
-from .init_population import (UNROLL_PRAGMA, _default_params, compute_at_candidates, divisors,
-                              imperfect_pool, imperfect_prob, is_tiled, needs_tiling,
-                              sample_imperfect_lengths, split_tail, tail_waste)
+from .init_population import UNROLL_PRAGMA, _default_params, compute_at_candidates, is_tiled, needs_tiling
 from .loop_state import InvalidStepError, Memo, State
 from .pack_block import block_transposing_packs, is_pack_block_split
 from .replay import TRACE, replay, replay_edited
+from .split_sampling import (divisors, imperfect_pool, imperfect_prob, sample_imperfect_lengths, split_tail,
+                             tail_waste)
 from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, ComputeAtStep, PackStep,
                               FollowFusedSplitStep, FollowSplitStep, FuseStep, PragmaStep,
                               ReorderStep, RfactorStep, SplitStep, Step)

@@ -66,7 +66,7 @@ class SearchParams:
     max_vector_lanes: int | None = None  # SIMD lanes of one register; None = the machine's
     num_vector_registers: int | None = None  # SIMD registers; None = the machine's (16 if unknown)
     # The share of samples whose tiled stages draw their register tile first (rows x vectors that
-    # fill the registers, ``init_population.register_tile``), the other levels around it.
+    # fill the registers, ``split_sampling.register_tile``), the other levels around it.
     register_tile_prob: float = 0.5
     max_vector_registers: int = 2  # a vectorized loop may span this many registers (8x32 tiles: 2 zmm)
     auto_unroll_steps: tuple[int, ...] = (0, 16, 64, 512)  # auto_unroll_max_step choices

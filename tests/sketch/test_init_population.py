@@ -16,9 +16,9 @@ import pytest
 import ansor
 from compute import reference
 from compute.ops import workloads as W
-from sketch.init_population import (annotate_parallel, annotate_vectorize, factorizations,
-                                    fill_tile_sizes, is_placeholder_split, lowers,
-                                    sample_initial_population, sample_split_lengths, sample_state)
+from sketch.init_population import (annotate_parallel, annotate_vectorize, fill_tile_sizes, lowers,
+                                    sample_initial_population, sample_state)
+from sketch.split_sampling import factorizations, is_placeholder_split, sample_split_lengths
 from measure.target import host_hardware_params
 from sketch.loop_state import State
 from sketch.search_policy import SearchParams
