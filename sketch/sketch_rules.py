@@ -20,15 +20,13 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Sequence
 
-from compute import expr as E
 from compute.compute_dag import ComputeDAG, OpInfo, analyse_op
-from compute.tensor import ComputeOp
 
 from .hardware import HardwareParams
-from .loop_state import InvalidStepError, SplitRel, State
-from .lower import effective_bodies
-
-TILE_STRUCTURE = "SSRSRS"  # CPU: 4 spatial levels, 2 reduction levels
+from .loop_state import InvalidStepError, State
+from .stage_patterns import (consumer_read_order, follow_tiling, is_argument,
+                             is_compute_stage, is_derived, lane_axis_order, lane_reduction_axis,
+                             matrix_vector, multi_level_tiling, single_elementwise_consumer, with_pack)
 FUSION_LEVELS = (1, 2)      # compute a tiled producer at its consumer's level-1 or level-2 tile
 
 
@@ -69,209 +67,7 @@ class SketchRule:
         raise NotImplementedError
 
 
-# ---- helpers ----------------------------------------------------------------------------------------
-
-def _is_compute(state: State, sid: int) -> bool:
-    st = state.stages[sid]
-    return isinstance(st.op, ComputeOp) and st.compute_at != "inline"
-
-
-def _is_argument(state: State, sid: int) -> bool:
-    args = {id(t.op) for t in state.dag.tensors}
-    return any(id(o) in args for o in state.stages[sid].produced_ops)
-
-
-def _is_derived(state: State, sid: int) -> bool:
-    """A stage a cache_write or rfactor already produced (not to be cached or factored again)."""
-    st = state.stages[sid]
-    return st.origin is None or bool(st.aliases)
-
-
-def single_elementwise_consumer(state: State, sid: int, permuted: bool = False) -> int | None:
-    """The one (non-inlined) consumer that reads this stage only at its own index, else None.
-    ``permuted``: also one that reads it at a permutation of its axes (the copy out of an
-    accumulator laid out in another order, ``CacheWriteStep.axis_order``)."""
-    consumers = state.effective_consumers(sid)
-    if len(consumers) != 1:
-        return None
-    c = consumers[0]
-    order = consumer_read_order(state, sid, c)
-    if order is None or (not permuted and order != tuple(range(len(order)))):
-        return None
-    return c
-
-
-def consumer_read_order(state: State, sid: int, c: int) -> tuple[int, ...] | None:
-    """How root consumer ``c`` (elementwise, not yet split) reads stage ``sid``: the consumer
-    axis (position) indexing each of the producer's dimensions, the same at every load; None if
-    it reads it any other way."""
-    cst, pst = state.stages[c], state.stages[sid]
-    cop = cst.op
-    if not isinstance(cop, ComputeOp) or isinstance(cop.body, E.Reduce):
-        return None
-    if cst.compute_at != "root" or cst.relations or len(cop.shape) != len(pst.op.shape):
-        return None
-    body = effective_bodies(state)[c]
-    mine = {id(o.output) for o in pst.produced_ops}
-    pos = {id(a): d for d, a in enumerate(cop.axes)}
-    order: tuple[int, ...] | None = None
-    for n in E.post_order(body):
-        if isinstance(n, E.TensorLoad) and id(n.tensor) in mine:
-            this = tuple(pos.get(id(i), -1) for i in n.indices)
-            if len(this) != len(cop.axes) or sorted(this) != list(range(len(this))):
-                return None
-            if order is not None and this != order:
-                return None
-            order = this
-    if order is None or any(pst.op.shape[i] != cop.shape[d] for i, d in enumerate(order)):
-        return None
-    return order
-
-
-def multi_level_tiling(state: State, sid: int, structure: str = TILE_STRUCTURE) -> tuple[State, list[int]]:
-    """Split every loop of the stage (spatial into #S parts, reduce into #R parts, placeholder
-    lengths) and reorder level by level. Returns the state and the split step ids of the spatial
-    loops, in axis order (consumers follow them when fused)."""
-    n_s, n_r = structure.count("S"), structure.count("R")
-    st = state.stages[sid]
-    parts: dict[int, list[int]] = {}  # root iterator id -> its parts' iterator ids, outer first
-    spatial_steps: list[int] = []
-    for it_id in list(st.leaves):
-        it = state.stages[sid].iters[it_id]
-        levels = n_s if it.kind == "spatial" else n_r
-        if levels > 1:
-            state = state.split(sid, it, [1] * (levels - 1))
-            rel = state.stages[sid].relations[-1]
-            assert isinstance(rel, SplitRel)
-            parts[it_id] = list(rel.children)
-            if it.kind == "spatial":
-                spatial_steps.append(len(state.steps) - 1)
-        else:
-            parts[it_id] = [it_id]
-    st = state.stages[sid]
-    roots = [i for i in range(st.n_root)]
-    spatial = [i for i in roots if st.iters[i].kind == "spatial"]
-    reduce_ = [i for i in roots if st.iters[i].kind == "reduce"]
-    order: list[int] = []
-    s_lv = r_lv = 0
-    for ch in structure:
-        group = spatial if ch == "S" else reduce_
-        lv = s_lv if ch == "S" else r_lv
-        order += [parts[i][lv] for i in group if lv < len(parts[i])]
-        if ch == "S":
-            s_lv += 1
-        else:
-            r_lv += 1
-    positions = [st.leaves.index(i) for i in order]
-    return state.reorder(sid, positions), spatial_steps
-
-
-def follow_tiling(state: State, cid: int, split_steps: list[int], level: int,
-                  tail: str = "auto", read_order: Sequence[int] | None = None) -> State:
-    """The consumer splits its loops like the producer's first ``level`` tiling levels and
-    orders the parts level by level, so the producer can be computed at a tile of it. ``tail``:
-    the follow splits' tail strategy ("auto" derives it from the source split). ``read_order``:
-    the consumer axis indexing each producer dimension (``consumer_read_order``) when the
-    producer is laid out in another order; ``split_steps`` are in the producer's order."""
-    roots = list(state.stages[cid].leaves)
-    if read_order is not None:
-        by_axis = dict(zip(read_order, split_steps))
-        split_steps = [by_axis[d] for d in range(len(roots))]
-    parts: list[list[int]] = []
-    for it_id, step in zip(roots, split_steps):
-        it = state.stages[cid].iters[it_id]
-        state = state.follow_split(cid, it, step, level, tail)
-        rel = state.stages[cid].relations[-1]
-        parts.append(list(rel.children))
-    st = state.stages[cid]
-    order = [p[lv] for lv in range(level + 1) for p in parts]
-    return state.reorder(cid, [st.leaves.index(i) for i in order])
-
-
-def packable_input(state: State, sid: int) -> tuple[int, int] | None:
-    """(producer stage, dimension) of the input worth packing for a tiled reduction stage: a
-    tensor it reads with the stage's innermost spatial axis alone as one index (the axis the
-    register tile vectorizes) and without some other spatial axis (so every row of the output
-    tile reads the same block: a GEMM's B, a dense weight, a conv's weight). None if there is
-    none, or the producer is inlined or the stage itself."""
-    st = state.stages[sid]
-    op = st.op
-    if not isinstance(op, ComputeOp) or not isinstance(op.body, E.Reduce) or not op.axes:
-        return None
-    j = op.axes[-1]
-    if j.extent <= 2:
-        return None
-    producer_of = state.producer_map()
-    for n, dim in _block_reads(op, j):
-        p = producer_of.get(id(n.tensor))
-        if p is None or p == sid or state.stages[p].compute_at == "inline":
-            continue
-        return p, dim
-    return None
-
-
-def _block_reads(op: ComputeOp, j: E.Var):
-    """(load, dimension) of each load in ``op`` that reads ``j`` alone as that one index, ``j`` in
-    no other index, and lacks some other spatial axis (every output row of a tile reads the same
-    block of it: a GEMM's B, a dense or conv weight)."""
-    others = [a for a in op.axes if a is not j and a.extent > 1]
-    if not others:
-        return
-    for n in E.post_order(op.body):
-        if not isinstance(n, E.TensorLoad):
-            continue
-        dims = [d for d, ix in enumerate(n.indices) if ix is j]
-        if len(dims) != 1:
-            continue
-        used = {id(v) for d, ix in enumerate(n.indices) if d != dims[0]
-                for v in E.post_order(ix) if isinstance(v, E.Var)}
-        if id(j) in used:
-            continue  # j also inside another index: no clean block layout
-        if all(id(a) in used for a in others):
-            continue  # every output row reads its own data: no reuse for a copy to pay off
-        yield n, dims[0]
-
-
-def with_pack(state: State, sid: int, j_split_step: int) -> State | None:
-    """The state with ``packable_input`` of stage ``sid`` packed by the innermost length of the
-    split step of its innermost spatial axis; None if nothing to pack or the step does not apply
-    (an extent too small for a block)."""
-    found = packable_input(state, sid)
-    if found is None:
-        return None
-    try:
-        return state.pack(found[0], sid, found[1], j_split_step)
-    except InvalidStepError:
-        return None
-
-
-# The shortest float vector of the x86 targets we generate for (AVX2: 8 lanes). An innermost
-# output axis not a multiple of it leaves lanes idle in every vector of a register tile.
-MIN_LANES = 8
-
-
-def lane_axis_order(state: State, sid: int) -> tuple[int, ...] | None:
-    """The accumulator layout (``CacheWriteStep.axis_order``) that moves a channel axis innermost
-    when the stage's own innermost axis fills vectors badly: a tiled reduction whose last axis is
-    not a multiple of ``MIN_LANES`` long (an NCHW convolution's 27 output columns) and another
-    spatial axis that is, at least two vectors long, read as a block of a reused input (the
-    output channels of the weight, which the pack then lays out by channel). The longest such
-    axis moves last; None if there is none."""
-    op = state.stages[sid].op
-    if not isinstance(op, ComputeOp) or not isinstance(op.body, E.Reduce) or len(op.axes) < 2:
-        return None
-    if op.axes[-1].extent % MIN_LANES == 0:
-        return None
-    best = None
-    for p, a in enumerate(op.axes[:-1]):
-        if a.extent % MIN_LANES or a.extent < 2 * MIN_LANES or next(_block_reads(op, a), None) is None:
-            continue
-        if best is None or a.extent > op.axes[best].extent:
-            best = p
-    if best is None:
-        return None
-    return tuple(q for q in range(len(op.axes)) if q != best) + (best,)
-
+# ---- the rules ------------------------------------------------------------------------------------
 
 def needs_rfactor(ctx: SketchContext, state: State, sid: int) -> bool:
     inf = ctx.info(state, sid)
@@ -285,53 +81,9 @@ def needs_rfactor(ctx: SketchContext, state: State, sid: int) -> bool:
     for a in op.reduce_axes:
         red *= a.extent
     if inf.needs_multi_level_tiling:
-        return (space <= red and space <= ctx.num_cores * 16) or _matrix_vector(op, red)
+        return (space <= red and space <= ctx.num_cores * 16) or matrix_vector(op, red)
     return red > ctx.num_cores and space < ctx.num_cores * 16
 
-
-# A reduction at least this long (in elements) is worth vectorizing along (see _matrix_vector).
-MIN_VECTOR_REDUCTION = 256
-
-
-def _matrix_vector(op, red: int) -> bool:
-    """A matrix-vector product (a classifier's dense on one row: 1 x 1280 -> 1001): one spatial
-    axis longer than 1, so no input is reused across a register tile, and a long reduction.
-    Vectorized along the output axis it reads the weight a row apart per lane (a gather, or
-    shuffles); factoring the reduction's inner part out (rfactor) gives a spatial axis that
-    walks each weight row contiguously. The tiled sketches stay beside it."""
-    return sum(1 for a in op.axes if a.extent > 1) == 1 and red >= MIN_VECTOR_REDUCTION
-
-
-def lane_reduction_axis(state: State, sid: int) -> int | None:
-    """The position of the innermost spatial loop of a reduction without reuse (a pool, a mean
-    over rows) when it is worth vectorizing across: every input is read with that axis alone as
-    its last index (contiguous lanes) and the reduction walks other dimensions. None otherwise."""
-    op = state.stages[sid].op
-    if not isinstance(op, ComputeOp) or not isinstance(op.body, E.Reduce) or not op.axes:
-        return None
-    j = op.axes[-1]
-    if j.extent < MIN_LANE_AXIS or not op.reduce_axes:
-        return None
-    red = set(map(id, op.reduce_axes))
-    loads = [n for n in E.post_order(op.body) if isinstance(n, E.TensorLoad)]
-    if not loads:
-        return None
-    for n in loads:
-        if not n.indices or n.indices[-1] is not j:
-            return None
-        outer = [v for ix in n.indices[:-1] for v in E.post_order(ix) if isinstance(v, E.Var)]
-        if any(v is j for v in outer) or not any(id(v) in red for v in outer):
-            return None  # the lanes' axis elsewhere too, or a read the reduction does not walk
-    leaves = state.stages[sid].leaf_iters
-    pos = [p for p, it in enumerate(leaves) if it.kind != "reduce"]
-    return pos[-1] if pos and len(leaves) == len(op.axes) + len(op.reduce_axes) else None
-
-
-# The innermost axis of a lane reduction must fill at least one short vector.
-MIN_LANE_AXIS = 8
-
-
-# ---- the rules ---------------------------------------------------------------------------------------
 
 class RuleAlwaysInline(SketchRule):
     """Strictly inlineable elementwise stages (no expensive op, no branch) are always inlined."""
@@ -339,7 +91,7 @@ class RuleAlwaysInline(SketchRule):
     name = "always_inline"
 
     def meet_condition(self, ctx, state, sid):
-        if not _is_compute(state, sid) or _is_argument(state, sid) or not state.consumers(sid):
+        if not is_compute_stage(state, sid) or is_argument(state, sid) or not state.consumers(sid):
             return ConditionKind.SKIP
         return ConditionKind.APPLY_AND_SKIP_REST if ctx.info(state, sid).is_strictly_inlineable \
             else ConditionKind.SKIP
@@ -355,7 +107,7 @@ class RuleAddRfactor(SketchRule):
     name = "add_rfactor"
 
     def meet_condition(self, ctx, state, sid):
-        if not _is_compute(state, sid) or _is_derived(state, sid):
+        if not is_compute_stage(state, sid) or is_derived(state, sid):
             return ConditionKind.SKIP
         return ConditionKind.APPLY if needs_rfactor(ctx, state, sid) else ConditionKind.SKIP
 
@@ -376,7 +128,7 @@ class RuleAddRfactor(SketchRule):
 
 
 class RuleRowBlockDot(SketchRule):
-    """A matrix-vector product (``_matrix_vector``) computed a block of output rows at a time
+    """A matrix-vector product (``matrix_vector``) computed a block of output rows at a time
     inside its elementwise consumer: the consumer's long spatial axis is split, the product is
     computed at the outer part (run in parallel), and its reduction is the innermost loop, which
     walks a weight row contiguously (LLVM keeps SIMD partial sums of it: ``reassoc``). One
@@ -387,13 +139,13 @@ class RuleRowBlockDot(SketchRule):
     name = "row_block_dot"
 
     def meet_condition(self, ctx, state, sid):
-        if not _is_compute(state, sid) or _is_derived(state, sid) or not ctx.info(state, sid).has_reduce:
+        if not is_compute_stage(state, sid) or is_derived(state, sid) or not ctx.info(state, sid).has_reduce:
             return ConditionKind.SKIP
         op = state.stages[sid].op
         red = 1
         for a in op.reduce_axes:
             red *= a.extent
-        if not _matrix_vector(op, red) or single_elementwise_consumer(state, sid) is None:
+        if not matrix_vector(op, red) or single_elementwise_consumer(state, sid) is None:
             return ConditionKind.SKIP
         return ConditionKind.APPLY
 
@@ -424,7 +176,7 @@ class RuleLaneReduction(SketchRule):
     name = "lane_reduction"
 
     def meet_condition(self, ctx, state, sid):
-        if not _is_compute(state, sid) or _is_derived(state, sid):
+        if not is_compute_stage(state, sid) or is_derived(state, sid):
             return ConditionKind.SKIP
         inf = ctx.info(state, sid)
         if not inf.has_reduce or inf.needs_multi_level_tiling or needs_rfactor(ctx, state, sid):
@@ -460,7 +212,7 @@ class RuleAddCacheWrite(SketchRule):
     name = "add_cache_write"
 
     def meet_condition(self, ctx, state, sid):
-        if not _is_compute(state, sid) or _is_derived(state, sid):
+        if not is_compute_stage(state, sid) or is_derived(state, sid):
             return ConditionKind.SKIP
         if ctx.info(state, sid).needs_multi_level_tiling and single_elementwise_consumer(state, sid) is None:
             return ConditionKind.APPLY
@@ -479,7 +231,7 @@ class RuleLaneAxisCacheWrite(SketchRule):
     name = "lane_axis_cache_write"
 
     def meet_condition(self, ctx, state, sid):
-        if not _is_compute(state, sid) or _is_derived(state, sid):
+        if not is_compute_stage(state, sid) or is_derived(state, sid):
             return ConditionKind.SKIP
         if not ctx.info(state, sid).needs_multi_level_tiling or lane_axis_order(state, sid) is None:
             return ConditionKind.SKIP
@@ -497,7 +249,7 @@ class RuleMultiLevelTilingWithFusion(SketchRule):
     name = "multi_level_tiling_with_fusion"
 
     def meet_condition(self, ctx, state, sid):
-        if not _is_compute(state, sid) or not ctx.info(state, sid).needs_multi_level_tiling:
+        if not is_compute_stage(state, sid) or not ctx.info(state, sid).needs_multi_level_tiling:
             return ConditionKind.SKIP
         if single_elementwise_consumer(state, sid, permuted=True) is None:
             return ConditionKind.SKIP
@@ -534,7 +286,7 @@ class RuleMultiLevelTiling(SketchRule):
     name = "multi_level_tiling"
 
     def meet_condition(self, ctx, state, sid):
-        if _is_compute(state, sid) and ctx.info(state, sid).needs_multi_level_tiling:
+        if is_compute_stage(state, sid) and ctx.info(state, sid).needs_multi_level_tiling:
             return ConditionKind.APPLY_AND_SKIP_REST
         return ConditionKind.SKIP
 

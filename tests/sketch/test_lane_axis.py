@@ -15,8 +15,8 @@ from measure.target import host_hardware_params
 from sketch.init_population import sample_initial_population
 from sketch.loop_state import InvalidStepError
 from sketch.search_params import SearchParams
-from sketch.sketch_rules import (consumer_read_order, generate_sketches, lane_axis_order,
-                                 multi_level_tiling, with_pack)
+from sketch.sketch_rules import generate_sketches
+from sketch.stage_patterns import consumer_read_order, lane_axis_order, multi_level_tiling, with_pack
 from sketch.transform_steps import CacheWriteStep, PackStep, step_from_json
 from tests.util import assert_matches_reference
 

@@ -17,7 +17,8 @@ from sketch.init_population import sample_initial_population
 from sketch.loop_state import InvalidStepError
 from sketch.lower import lower
 from sketch.search_params import SearchParams
-from sketch.sketch_rules import generate_sketches, packable_input
+from sketch.sketch_rules import generate_sketches
+from sketch.stage_patterns import packable_input
 from sketch.transform_steps import FollowSplitStep, PackStep, SplitStep, step_from_json
 from tests import loop_ir_interp as interp
 from tests.util import assert_matches_reference
