@@ -141,6 +141,15 @@ def test_verbosity_levels(command, extra, level, capture):
     assert capture(command + extra)["opts"].verbose == level
 
 
+def test_the_quick_start_takes_the_runner_options_too(capture):
+    """Its runner (one timed call, a 4 s cut-off) with --timeout/--min-repeat-ms where given:
+    they used to be ignored without a word when no workload was named."""
+    runner = capture(["tune", "-q"])["opts"].runner
+    assert (runner.number, runner.timeout, runner.min_repeat_ms) == (1, 4.0, 100)
+    runner = capture(["tune", "-q", "--timeout", "2", "--min-repeat-ms", "3"])["opts"].runner
+    assert (runner.number, runner.timeout, runner.min_repeat_ms) == (1, 2.0, 3.0)
+
+
 def test_a_bare_verbose_does_not_swallow_the_workload(capture):
     opts = capture(["tune", "--verbose", "matmul", "--args", "8,8,8"])["opts"]
     assert opts.verbose == 2 and os.path.basename(opts.log_file) == "matmul.json"
