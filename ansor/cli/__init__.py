@@ -9,9 +9,10 @@ workload's default schedule, checks it against the numpy reference and times it;
 evaluates and trains the cost model; ``ansor network ...`` lists the network zoo, shows a
 network's tuning tasks and compiles and runs one; ``ansor bench`` runs the benchmark suite;
 ``ansor worker ADDRESS`` starts a Dask worker that builds and measures for the tuning commands'
-``--cluster ADDRESS``.
+``--cluster ADDRESS``. ``ansor --version`` prints the version; ``python -m ansor`` is ``ansor``.
 
-This module assembles the parser and dispatches; each command group is a module of this package
+The options the commands share (--log, --trials, --timeout, -v/-q, --cost-model, --seed,
+--threads, ...) are defined once, in ``options``. This module assembles the parser and dispatches; each command group is a module of this package
 (``build``, ``tune``, ``records``, ``costmodel``, ``network``, ``cluster``).
 """
 from __future__ import annotations
@@ -25,7 +26,20 @@ from typing import Sequence
 from compute.errors import InputError
 from measure.runtime import check_num_threads
 
-from . import build, cluster, costmodel, network, records, tune
+from . import build, cluster, costmodel, network, options, records, tune
+
+
+def package_version() -> str:
+    """The installed distribution's version, else (a source tree run without installing) the
+    package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("ansor-py")
+    except PackageNotFoundError:
+        import ansor  # noqa: PLC0415
+
+        return getattr(ansor, "__version__", "unknown")
 
 
 def _check_num_threads() -> bool:
@@ -139,7 +153,14 @@ def _dispatch(args: list[str]) -> int:
     cluster.add_worker_parser(sub)
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an error (also: ANSOR_DEBUG=1)")
-    ns = parser.parse_args(argv)
+    parser.add_argument("--version", action="version", version=f"ansor-py {package_version()}")
+    ns = parser.parse_args(options.verbose_alias(argv))
+    # --threads is ANSOR_NUM_THREADS for this command: set before the check and any kernel.
+    with options.threads_env(getattr(ns, "threads", None)):
+        return _run(ns)
+
+
+def _run(ns: argparse.Namespace) -> int:
     runs_kernels = ns.command not in ("workloads", "records") or (
         ns.command == "records" and ns.records_command == "verify")
     if ns.command == "network":

@@ -21,6 +21,7 @@ from sketch.loop_state import State
 
 from . import numpy_matmul
 from .common import check_workload_memory, fmt_time
+from .options import add_threads_option
 
 
 def _check_and_time(target, label: str) -> dict:
@@ -94,3 +95,4 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("workload")
     p.add_argument("--args", type=argtypes.shape_args,
                    help="shape arguments, e.g. 1024,1024,1024 (default: the workload's)")
+    add_threads_option(p)

@@ -16,7 +16,7 @@ import numpy as np
 from ansor import argtypes
 from compute.errors import InputError
 
-from . import network_tune
+from . import network_tune, options
 from .common import load_model, print_table
 from measure.runtime import num_threads
 
@@ -169,6 +169,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         q.add_argument("--image-size", type=argtypes.network_size, default=None, help="image size (CNNs)")
         if name == "run":
             q.add_argument("--log", default=None, help="tuning records to take schedules from")
+            options.add_threads_option(q)
             q.add_argument("--strict", action="store_true", help="fail if a task has no record")
             q.add_argument("--no-layout-rewrite", action="store_true",
                            help="compile without weight layout rewrite: a kernel that packs a weight "
@@ -191,5 +192,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``ansor network ...`` on its own (argv without the leading ``network``)."""
     parser = argparse.ArgumentParser(prog="ansor")
     register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["network", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args))
+    args = parser.parse_args(options.verbose_alias(["network", *(sys.argv[1:] if argv is None else argv)]))
+    with options.threads_env(getattr(args, "threads", None)):
+        return int(args.func(args))

@@ -1,4 +1,4 @@
-"""``ansor network tune MODEL --trials N --log F``: tune a whole network with the task scheduler.
+"""``ansor network tune MODEL``: tune a whole network with the task scheduler.
 
 The network's tasks (``extract_tasks``) share one trial budget (``ansor.TaskScheduler``, gradient
 or round-robin); after each round the progress table is printed and the estimated-latency history
@@ -9,6 +9,8 @@ every finished round). It ends with the estimated latency and the measured laten
 compiled with the log's best schedules, beside the untuned network, onnxruntime and PyTorch eager
 (each in a fresh process, alternating: ``ansor.bench.network_compare``). With ``--cluster
 ADDRESS`` the candidates are built and measured on a Dask cluster (``ansor.cli.cluster``).
+The options shared with ``ansor tune`` (--log, --trials, --timeout, --cost-model, -v/-q, ...)
+come from ``ansor.cli.options`` and mean the same here.
 """
 from __future__ import annotations
 
@@ -19,17 +21,16 @@ import time
 
 from ansor import argtypes
 
-from .cluster import RESUME_HINT, add_cluster_argument, open_cluster
+from . import options
+from .cluster import RESUME_HINT
 from .common import print_table
+from .options import DEFAULT_PER_ROUND, DEFAULT_TRIALS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``tune`` to the ``network`` subcommands."""
     q = sub.add_parser("tune", help="tune MODEL's tasks with one trial budget (resumable, Ctrl-C safe)")
     q.add_argument("model", help="a zoo name or a path to an .onnx file")
-    q.add_argument("--trials", type=argtypes.trials, required=True,
-                   help="new measurements in this run, over all tasks")
-    q.add_argument("--log", required=True, help="record file: appended after every round, resumed from")
     q.add_argument("--strategy", choices=("gradient", "round-robin"), default="gradient",
                    help="which task gets the next round (default: gradient, as Ansor)")
     q.add_argument("--tasks", default=None, metavar="PATTERN",
@@ -37,24 +38,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "(see 'ansor network tasks MODEL'); the others are shown, not tuned")
     q.add_argument("--min-share", type=argtypes.nonnegative(0.999), default=0.0, metavar="X",
                    help="tune only tasks with at least this share of the estimated latency (0.05 = 5%%)")
-    q.add_argument("--per-round", type=argtypes.per_round, default=64, metavar="K",
-                   help="measurements per round (capped at trials / tasks; default 64)")
-    q.add_argument("--early-stopping", type=argtypes.early_stopping, default=None, metavar="T",
-                   help="a task retires after T trials without improvement")
-    q.add_argument("--seed", type=argtypes.seed, default=None, help="random seed")
     q.add_argument("--remeasure-best", type=argtypes.repeat, default=3, metavar="K",
                    help="measurements a task's best needs before it is trusted: an unconfirmed best "
                         "is measured again in later rounds and its cost is the median (default 3; "
                         "1: trust single measurements)")
-    q.add_argument("--population", type=argtypes.population(16), default=None, metavar="N",
-                   help="search population per round (default 2048, as Ansor; smaller is faster)")
     q.add_argument("--rounds", type=argtypes.rounds(0), default=3,
                    help="rounds of the final latency comparison: untuned, tuned, onnxruntime and "
                         "PyTorch when installed (fresh processes, alternating; 0: only time the tuned "
                         "network here)")
     q.add_argument("--seq-len", type=argtypes.network_size, default=None, help="sequence length (bert-base-layer)")
     q.add_argument("--image-size", type=argtypes.network_size, default=None, help="image size (CNNs)")
-    q.add_argument("--verbose", type=argtypes.verbose, default=1, help="0: quiet, 1: table per round")
     q.add_argument("--no-layout-rewrite", action="store_true",
                    help="measure candidates that pack a weight with the copy inside the timed kernel "
                         "(default: outside, as the compiled network runs them) and compile without "
@@ -64,9 +57,20 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "registers of floats) as tasks of their own, measure the layout transforms "
                         "between neighbours and pick the layouts of the whole network (DP/PBQP); "
                         "the choice is written to LOG.layouts.jsonl and used by 'network run'")
-    add_cluster_argument(q)
+    options.add_tuning_options(
+        q, log_help="default MODEL.json in the current directory: the zoo name, or the ONNX "
+        "file's name without .onnx",
+        trials_help=f"over all tasks; default {DEFAULT_TRIALS}",
+        per_round_help=f"capped at trials / tasks; default {DEFAULT_PER_ROUND}")
     q.set_defaults(func=cmd_tune)
     return q
+
+
+def default_log(model: str) -> str:
+    """--log when none is given: ``MODEL.json`` in the current directory, MODEL being the zoo
+    name or the ONNX file's name without ``.onnx`` (as ``ansor tune`` writes WORKLOAD.json)."""
+    name = os.path.basename(model.rstrip(os.sep)) or "network"
+    return f"{name[:-len('.onnx')] if name.endswith('.onnx') else name}.json"
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -74,12 +78,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from ansor.graph.tasks import extract_tasks
     from ansor.measurer import STOP_LOG_FAILED
     from ansor.task_scheduler import LogEstimatedLatency, PrintTableInfo, TaskFilter, TaskScheduler
-    from ansor.tuning import TuningOptions, format_duration
-    from sketch.search_params import SearchParams  # noqa: PLC0415 - start-up time of the CLI
+    from ansor.tuning import format_duration
     from measure.record import RecordFileError  # noqa: PLC0415 - start-up time of the CLI
 
     from .common import load_model, log_refused
 
+    level = options.verbosity(args)
+    options.show_tuning_logs(level)
+    if args.log is None:
+        args.log = default_log(args.model)
     g = load_model(args.model, args.seq_len, args.image_size)
     rewrite = not getattr(args, "no_layout_rewrite", False)
     if getattr(args, "layout_tuning", False):
@@ -94,31 +101,33 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"ansor network tune: {args.model} has no task to tune (no subgraph with a "
               "reduction)", file=sys.stderr)
         return 2
+    # The cost model first: a refused model file must not leave an empty log behind.
+    model = options.load_cost_model(args.cost_model, args.seed)
+    if isinstance(model, str):
+        print(f"ansor network tune: {model}", file=sys.stderr)
+        return 2
     if log_refused(args.log, "ansor network tune"):
         return 2
     history = LogEstimatedLatency(f"{args.log}.latency.tsv")
-    measurers: dict = {}
-    if args.cluster is not None:
-        opened = open_cluster(args.cluster, "ansor network tune")
-        if isinstance(opened, int):
-            return opened
-        measurers = dict(builder=opened[0], runner=opened[1])
+    measurers = options.open_measurers(args, "ansor network tune", options.runner_settings(args))
+    if isinstance(measurers, int):
+        return measurers
     try:
         try:  # what the user asked for, checked before anything is measured: exit 2
             flt = TaskFilter(pattern=args.tasks, min_share=args.min_share) \
                 if args.tasks is not None or args.min_share else None
             sched = TaskScheduler(tasks, weights, strategy=args.strategy, seed=args.seed,
                                   task_filter=flt, remeasure_best=args.remeasure_best,
-                                  callbacks=[PrintTableInfo(), history])
-            params = None if args.population is None else SearchParams(population_size=args.population)
-            opts = TuningOptions(num_measure_trials=args.trials, num_measures_per_round=args.per_round,
-                                 early_stopping=args.early_stopping, log_file=args.log, seed=args.seed,
-                                 verbose=args.verbose, search_params=params, **measurers)
+                                  callbacks=[PrintTableInfo(), history], cost_model=model)
+            trials = DEFAULT_TRIALS if args.trials is None else args.trials
+            per_round = DEFAULT_PER_ROUND if args.per_round is None else args.per_round
+            opts = options.tuning_options(args, log=args.log, trials=trials, per_round=per_round,
+                                          seed=args.seed, measurers=measurers)
         except ValueError as err:  # a filter matching nothing, ...
             print(f"ansor network tune: {err}", file=sys.stderr)
             return 2
         t0 = time.perf_counter()
-        res = sched.tune(opts)  # an InputError inside (e.g. a bad cost-model file) is exit 2 too
+        res = sched.tune(opts)  # an InputError inside (e.g. a bad pre-trained model) is exit 2 too
     except RecordFileError as err:  # the log path is unusable: found before anything is measured
         print(f"ansor network tune: {err}", file=sys.stderr)
         return 2
@@ -220,8 +229,9 @@ def _before_after(args: argparse.Namespace) -> None:
                                              if importlib.util.find_spec(s) is not None]
     opts = {k: v for k, v in (("seq_len", args.seq_len), ("image_size", args.image_size)) if v is not None}
     threads = num_threads()
-    print(f"measured latency: {', '.join(systems)}; {threads} thread(s), a fresh process each, "
-          f"{args.rounds} alternating round(s), median ...", flush=True)
+    if options.verbosity(args) > options.QUIET:  # progress: the table below is the result
+        print(f"measured latency: {', '.join(systems)}; {threads} thread(s), a fresh process "
+              f"each, {args.rounds} alternating round(s), median ...", flush=True)
     res = compare_network(args.model, opts, systems, threads=threads, rounds=args.rounds, log=args.log)
     tuned = res[ours]["seconds"]
     names = {"ansor-untuned": "ansor, untuned", "ansor": "ansor, tuned",

@@ -9,6 +9,10 @@ from ansor import argtypes
 from ansor.records import distill, summarize, verify_best
 
 from .common import fmt_time, import_user_modules
+from .options import DEFAULT_MIN_REPEAT_MS, add_measurement_options, add_threads_option
+
+# A re-measured best is a schedule that ran before: a generous cut-off (``verify_best``'s).
+VERIFY_TIMEOUT_S = 60.0
 
 
 def _records_show(ns: argparse.Namespace) -> int:
@@ -49,7 +53,10 @@ def _records_distill(ns: argparse.Namespace) -> int:
 def _records_verify(ns: argparse.Namespace) -> int:
     if not import_user_modules(ns.imports):
         return 2
-    rows = verify_best(ns.log, number=ns.number, repeat=ns.repeat)
+    rows = verify_best(ns.log, number=ns.number, repeat=ns.repeat,
+                       run_timeout=VERIFY_TIMEOUT_S if ns.timeout is None else ns.timeout,
+                       min_repeat_ms=(DEFAULT_MIN_REPEAT_MS if ns.min_repeat_ms is None
+                                      else ns.min_repeat_ms))
     if not rows:
         print(f"{ns.log}: no valid records to verify")
         return 1
@@ -105,5 +112,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--number", type=argtypes.repeat, default=3,
                    help="runs per timing (default 3)")
     q.add_argument("--repeat", type=argtypes.repeat, default=3, help="timings (default 3)")
+    add_measurement_options(q, f"{VERIFY_TIMEOUT_S:g}")
+    add_threads_option(q)
     q.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE first (to register its workloads); repeatable")

@@ -4,25 +4,19 @@ compared with numpy's ``a @ b`` timed in a fresh process.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import logging
-import os
 import sys
 
 from ansor import argtypes
 from ansor.search_task import SearchTask
-from ansor.tuning import TuneResult, TuningOptions, default_cost_model, format_speedup
+from ansor.tuning import TuneResult, TuningOptions, format_speedup
 from compute.ops import get_workload
-from cost_model import LGBModel, RandomModel
-from measure.checks import MAX_TIMEOUT_S
 from measure.record import RecordFileError
-from measure.runner import LocalRunner
 from measure.runtime import num_threads
-from sketch.search_policy import SearchParams
 
-from . import numpy_matmul
-from .cluster import RESUME_HINT, add_cluster_argument, open_cluster
+from . import numpy_matmul, options
+from .cluster import RESUME_HINT
 from .common import check_workload_memory, fmt_time, log_refused
+from .options import DEFAULT_PER_ROUND, DEFAULT_TIMEOUT_S, DEFAULT_TRIALS
 
 # ``ansor tune`` with no workload: a GEMM small enough that the whole run (search, measurements,
 # numpy comparison) stays under two minutes on a 2-core machine.
@@ -34,30 +28,6 @@ QUICK_TUNE_PER_ROUND = 32
 # and a 4 s cut-off cost them ~4 s; kernels under 33 ms, the ones that matter, are timed exactly
 # as before (min_repeat_ms sets their call count).
 QUICK_TUNE_RUNNER = dict(number=1, timeout=4.0)
-# A repeat must fit in the runner's timeout, which is at most MAX_TIMEOUT_S.
-MAX_REPEAT_MS = MAX_TIMEOUT_S * 1e3
-
-
-def _tune_options(ns: argparse.Namespace, log: str | None, trials: int, per_round: int,
-                  **kw):
-    params = None
-    if ns.population is not None:
-        params = dataclasses.replace(SearchParams(), population_size=ns.population)
-    verbose = 0 if ns.quiet else 1 + ns.verbose
-    return TuningOptions(num_measure_trials=trials, num_measures_per_round=per_round,
-                         early_stopping=ns.early_stopping, log_file=log, verbose=verbose,
-                         search_params=params, **kw)
-
-
-def _show_tuning_logs(level: int) -> None:
-    """Send the ``ansor.*`` loggers (``ansor.tune``, ``ansor.search``) to stderr at ``level``."""
-    lg = logging.getLogger("ansor")
-    lg.setLevel(level)
-    if not any(getattr(h, "_ansor_cli", False) for h in lg.handlers):  # once per process
-        h = logging.StreamHandler()
-        h.setFormatter(logging.Formatter("%(name)s: %(message)s"))
-        h._ansor_cli = True  # type: ignore[attr-defined]
-        lg.addHandler(h)
 
 
 def _task_and_log(ns: argparse.Namespace) -> tuple[SearchTask, str | None] | int:
@@ -89,32 +59,24 @@ def _runner_and_options(ns: argparse.Namespace, log: str | None,
                         quick: bool) -> tuple[list, TuningOptions] | int:
     """The builder and runner to close after the run (none: the tuner's own) and the tuning
     options, or the exit code of a cluster that cannot be reached."""
-    trials = ns.trials if ns.trials is not None else (QUICK_TUNE_TRIALS if quick else 200)
+    trials = ns.trials if ns.trials is not None else (QUICK_TUNE_TRIALS if quick else DEFAULT_TRIALS)
     per_round = (ns.per_round if ns.per_round is not None
-                 else QUICK_TUNE_PER_ROUND if quick else 64)
-    settings: dict = {}
-    if quick:
-        settings = dict(QUICK_TUNE_RUNNER)
-    elif ns.timeout is not None or ns.min_repeat_ms is not None:
-        settings = dict(timeout=ns.timeout if ns.timeout is not None else 10.0,
-                        min_repeat_ms=ns.min_repeat_ms if ns.min_repeat_ms is not None else 100)
-    kw: dict = {}
-    if ns.cluster is not None:
-        opened = open_cluster(ns.cluster, "ansor tune", **settings)
-        if isinstance(opened, int):
-            return opened
-        kw = dict(builder=opened[0], runner=opened[1])
-    elif quick or settings:
-        kw = dict(runner=LocalRunner(**settings))
+                 else QUICK_TUNE_PER_ROUND if quick else DEFAULT_PER_ROUND)
+    # The quick start's runner, with --timeout/--min-repeat-ms where given (as everywhere).
+    settings = options.runner_settings(ns, QUICK_TUNE_RUNNER if quick else None)
+    measurers = options.open_measurers(ns, "ansor tune", settings)
+    if isinstance(measurers, int):
+        return measurers
     # Seeded by default in the quick run so that its first round is the same on every run.
     seed = (0 if ns.seed is None else ns.seed) if quick else ns.seed
-    opts = _tune_options(ns, log, trials, per_round, seed=seed, **kw)
+    opts = options.tuning_options(ns, log=log, trials=trials, per_round=per_round, seed=seed,
+                                  measurers=measurers)
     if quick and opts.verbose:
         where = f" on the Dask cluster at {ns.cluster}" if ns.cluster else ""
         print(f"ansor tune: a short tuning run of a float32 GEMM {QUICK_TUNE_N}^3 on "
               f"{num_threads()} thread(s){where}, {trials} trials, then numpy's a @ b for "
               "comparison (ansor tune --help for more)", flush=True)
-    return list(kw.values()), opts
+    return list(measurers.values()), opts
 
 
 def _print_numpy_comparison(result: TuneResult) -> None:
@@ -134,8 +96,7 @@ def _print_numpy_comparison(result: TuneResult) -> None:
 
 def cmd_tune(ns: argparse.Namespace) -> int:
     """Tune a library workload, or (no workload) the quick-start GEMM compared with numpy."""
-    if ns.verbose and not ns.quiet:
-        _show_tuning_logs(logging.INFO if ns.verbose == 1 else logging.DEBUG)
+    options.show_tuning_logs(options.verbosity(ns))
     quick = ns.workload is None
     found = _task_and_log(ns)
     if isinstance(found, int):
@@ -144,7 +105,8 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     if ns.cluster is None:  # measured here: its tensors must fit (a cluster's workers: theirs)
         check_workload_memory(task.compute_dag, task.desc)
     # The cost model first: a refused model file must not leave an empty log behind.
-    model = _cost_model_arg(ns.cost_model, ns.seed if ns.seed is not None or not quick else 0)
+    model = options.load_cost_model(ns.cost_model,
+                                    ns.seed if ns.seed is not None or not quick else 0)
     if isinstance(model, str):
         print(f"ansor tune: {model}", file=sys.stderr)
         return 2
@@ -194,47 +156,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="argument positions of inputs that are constants where the kernel will run "
                    "(e.g. 1 for a weight): a candidate that packs one is measured with the pack "
                    "outside the timed kernel (layout rewrite; default: none, the pack is timed)")
-    p.add_argument("--trials", type=argtypes.trials,
-                   help="new measurements to make (default 200; quick "
-                   f"run {QUICK_TUNE_TRIALS})")
-    p.add_argument("--log", help="record file: appended each round, resumed from if it exists")
-    p.add_argument("--per-round", dest="per_round", type=argtypes.per_round,
-                   help=f"measurements per round (default 64; quick run {QUICK_TUNE_PER_ROUND})")
-    p.add_argument("--seed", type=argtypes.seed,
-                   help="random seed (a fixed seed makes a run reproducible "
-                   "up to measurement noise)")
-    p.add_argument("--early-stopping", dest="early_stopping", type=argtypes.early_stopping, metavar="N",
-                   help="stop when the best has not improved for N trials")
-    p.add_argument("--population", type=argtypes.population(), metavar="N",
-                   help="evolutionary search population size (default 2048)")
-    p.add_argument("--timeout", type=argtypes.seconds(), metavar="SECONDS",
-                   help="runner timeout per candidate (default 10; a slower candidate is an error)")
-    p.add_argument("--min-repeat-ms", dest="min_repeat_ms", metavar="MS",
-                   type=argtypes.nonnegative(MAX_REPEAT_MS),
-                   help="each timing repeats the kernel for at least this long (default 100)")
-    add_cluster_argument(p)
-    p.add_argument("--cost-model", dest="cost_model", default="learned", metavar="MODEL",
-                   help="'learned' (LightGBM starting from the pre-trained model shipped in the "
-                   "package, default; `ansor costmodel info`), 'untrained' (LightGBM from nothing: "
-                   "the first round is random), 'random', or a model file saved by `ansor "
-                   "costmodel train|pretrain` (warm start from other tasks' records)")
-    p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="also print a mark per candidate and the search's statistics; -vv also "
-                   "every failed candidate's error")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing")
-
-
-def _cost_model_arg(spec: str, seed: int | None) -> LGBModel | RandomModel | str:
-    """The cost model ``--cost-model`` names, or an error message."""
-    if spec == "learned":  # from the pre-trained model when the package ships one
-        return default_cost_model(seed)
-    if spec == "untrained":
-        return LGBModel(seed=seed)
-    if spec == "random":
-        return RandomModel(seed)
-    if not os.path.isfile(spec):
-        return f"--cost-model {spec!r}: not 'learned', 'untrained', 'random' or a model file"
-    try:
-        return LGBModel.load(spec, seed=seed)
-    except ValueError as err:
-        return str(err)
+    options.add_tuning_options(
+        p, log_help="default WORKLOAD.json; the quick run writes none unless given",
+        trials_help=f"default {DEFAULT_TRIALS}; quick run {QUICK_TUNE_TRIALS}",
+        per_round_help=f"default {DEFAULT_PER_ROUND}; quick run {QUICK_TUNE_PER_ROUND}",
+        timeout_help=f"{DEFAULT_TIMEOUT_S:g}; quick run {QUICK_TUNE_RUNNER['timeout']:g}")

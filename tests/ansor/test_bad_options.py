@@ -75,7 +75,7 @@ BAD_TUNE = [
     ("--min-repeat-ms", "inf", "finite"), ("--seed", "-1", "[0, 4294967295]"),
     ("--seed", str(2**32), "[0, 4294967295]"), ("--seed", "1.5", "not an integer"),
     ("--trials", "-1", ">= 0"), ("--per-round", "0", ">= 1"), ("--early-stopping", "0", ">= 1"),
-    ("--population", "0", ">= 1"),
+    ("--population", "0", ">= 16"), ("--population", "15", ">= 16"),  # one minimum (issue 41)
     # Upper bounds (issue 40): --population 1e12 grew memory for minutes, measuring nothing.
     ("--population", "1000000000000", "at most 16384"), ("--trials", "1000001", "at most 1000000"),
     ("--per-round", "4097", "at most 4096"), ("--early-stopping", str(10**7), "at most 1000000"),
