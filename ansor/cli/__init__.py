@@ -87,40 +87,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.formatwarning = _one_line_warning
     try:
         return _dispatch(args)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - no traceback by default
         if debug:
             raise
-        print("ansor: interrupted", file=sys.stderr)
-        return 130
-    except InputError as err:
-        if debug:
-            raise
-        print(f"ansor: {str(err).strip()}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as err:
-        if debug:
-            raise
-        print(f"ansor: {_one_line(err)}", file=sys.stderr)
-        return 2
-    except OSError as err:  # the machine's, not ours: a full disk, an I/O error, a lost peer
-        if debug:
-            raise
-        print(f"ansor: {_one_line(err)}", file=sys.stderr)
-        return 1
-    except MemoryError as err:
-        if debug:
-            raise
-        print(f"ansor: out of memory{': ' + _one_line(err) if str(err) else ''}", file=sys.stderr)
-        return 1
-    except Exception as err:  # noqa: BLE001 - the last line of defence: no traceback by default
-        if debug:
-            raise
-        print(f"ansor: internal error: {type(err).__name__}: {_one_line(err)} "
-              "(run with --debug or ANSOR_DEBUG=1 for the traceback, and please report it)",
-              file=sys.stderr)
-        return 1
+        line, code = _failure(err)
+        print(line, file=sys.stderr)
+        return code
     finally:
         warnings.formatwarning = shown
+
+
+def _failure(err: BaseException) -> tuple[str, int]:
+    """The one line and the exit status for an exception that ended a command: bad input (2),
+    the machine's failure (1: a full disk, an I/O error, a lost peer, memory), or a bug of ours
+    (1, with how to see the traceback)."""
+    if isinstance(err, KeyboardInterrupt):
+        return "ansor: interrupted", 130
+    if isinstance(err, InputError):
+        return f"ansor: {str(err).strip()}", 2
+    if isinstance(err, (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)):
+        return f"ansor: {_one_line(err)}", 2
+    if isinstance(err, OSError):
+        return f"ansor: {_one_line(err)}", 1
+    if isinstance(err, MemoryError):
+        return f"ansor: out of memory{': ' + _one_line(err) if str(err) else ''}", 1
+    return (f"ansor: internal error: {type(err).__name__}: {_one_line(err)} (run with --debug or "
+            "ANSOR_DEBUG=1 for the traceback, and please report it)"), 1
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
