@@ -40,11 +40,11 @@ Design, in short:
   the add latency (layer_norm's row sums ran 9x slower than PyTorch's). Everything else is exact.
 
 Where each part lives: ``names`` (sanitised names, the kernel symbol), ``module`` (the module
-text: header, declarations, globals, metadata), ``values`` (SSA values, LLVM types),
-``emitter`` (one function's state, single instructions), ``affine`` (index analysis: lane
-dependence, affine coefficients), ``expr`` (expressions), ``arith`` (floor division/modulo),
-``memory`` (loads, stores, masks, gathers), ``guarded_select`` (selects whose arms load),
-``loops`` (counted loops), ``stmt`` (statements), ``vectorize``, ``parallel`` (outlining,
+text: header, declarations, globals, metadata), ``values`` (SSA values, LLVM types), ``emitter``
+(one function's state, single instructions), ``affine`` (index analysis: lane dependence, affine
+coefficients), ``expr`` (expressions), ``arith`` (floor division/modulo), ``cast`` (dtype
+conversions), ``memory`` (loads, stores, masks, gathers), ``guarded_select`` (selects whose arms
+load), ``loops`` (counted loops), ``stmt`` (statements), ``vectorize``, ``parallel`` (outlining,
 trampolines, libgomp), ``unroll`` (the unrolling limit), ``function`` (the wiring and
 ``codegen``). Each concept is an object handed the emitter and the collaborators it uses, never
 a base class: ``function.statements`` builds them for one function.

@@ -1,8 +1,9 @@
 """Expression emission: each DSL expression node as LLVM instructions in its own dtype, or
 widened to i64 for index arithmetic, memoised and emitted from an explicit stack (no recursion
-depth limit). Division and modulo are ``arith``'s, loads ``memory``'s and selects whose arms load
-``guarded_select``'s: collaborators this emitter is handed; the two that emit sub-expressions
-(a load's indices, a select's arms) are handed back this emitter's methods on each call.
+depth limit). Division and modulo are ``arith``'s, casts ``cast``'s, loads ``memory``'s and
+selects whose arms load ``guarded_select``'s: collaborators this emitter is handed; the two that
+emit sub-expressions (a load's indices, a select's arms) are handed back this emitter's methods
+on each call.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from compute import loop_ir as L
 from .. import intrinsics as I
 from .affine import IndexAnalysis
 from .arith import Arithmetic
+from .cast import cast
 from .emitter import Emitter
 from .guarded_select import GuardedSelect
 from .memory import MemoryAccess
@@ -37,7 +39,8 @@ def reduction_update(s: L.Store) -> E.Expr | None:
 
 
 class Expressions:
-    """``value``/``wide`` and the per-node emission of arithmetic, comparisons, calls, casts."""
+    """``value``/``wide`` of expressions in ``fn``: the walk, the memo, and the per-node emission
+    of variables, arithmetic, comparisons and math calls."""
 
     def __init__(self, fn: Emitter, index: IndexAnalysis, arith: Arithmetic, memory: MemoryAccess,
                  selects: GuardedSelect):
@@ -209,7 +212,7 @@ class Expressions:
         if isinstance(e, E.Select):
             return self.selects.emit(e, self)
         if isinstance(e, E.Cast):
-            return self._cast(self.value(e.value), e.value.dtype, e.dtype)
+            return cast(self.fn, self.value(e.value), e.value.dtype, e.dtype)
         raise TypeError(f"the backend cannot compile {type(e).__name__} nodes (`{e}`); "
                         "TensorLoad and Reduce must be lowered first")
 
@@ -280,34 +283,3 @@ class Expressions:
         ty = args[0].ty
         r = self.fn.ins(f"call {ty} {sym}({', '.join(f'{ty} {a.ref}' for a in args)})")
         return _Val(r, args[0].st, lanes)
-
-    def _cast(self, v: _Val, src: str, dst: str) -> _Val:
-        if src == dst:
-            return v
-        st = _SCALAR_TY[dst]
-        if dst == "bool":
-            if dt.is_float(src):
-                return self.fn.cmp("fcmp une", v, _Val(I.float_literal(0.0, src), v.st))
-            return self.fn.cmp("icmp ne", v, _Val("0", v.st))
-        if src == "bool":
-            if dt.is_float(dst):
-                return self.fn.conv("uitofp", v, st)
-            return self.fn.conv("zext", v, st)
-        if dt.is_float(src) and dt.is_float(dst):
-            return self.fn.conv("fpext" if dst == "float64" else "fptrunc", v, st)
-        if dt.is_float(src):
-            # Truncate toward zero. The saturating form is never poison (nan -> 0, out of range
-            # clamps); 8-bit targets go through i32 and wrap, as numpy's astype does on x86.
-            wide_st = "i64" if dst == "int64" else "i32"
-            sfx = f"{I.intrinsic_suffix(wide_st, v.lanes)}.{I.intrinsic_suffix(v.st, v.lanes)}"
-            r = self.fn.ins(f"call {I.vec_type(wide_st, v.lanes)} @llvm.fptosi.sat.{sfx}({v.ty} {v.ref})")
-            w = _Val(r, wide_st, v.lanes)
-            return w if wide_st == st else self.fn.conv("trunc", w, st)
-        if dt.is_float(dst):
-            return self.fn.conv("uitofp" if src == "uint8" else "sitofp", v, st)
-        sb, db = dt.bits(src), dt.bits(dst)
-        if sb == db:
-            return v
-        if db < sb:
-            return self.fn.conv("trunc", v, st)
-        return self.fn.conv("zext" if src == "uint8" else "sext", v, st)

@@ -103,7 +103,7 @@ class MemoryAccess:
             n = vec.lanes
             vt = f"<{n} x {elem}>"
             sfx = I.intrinsic_suffix(elem, n)
-            m = mask or f"splat (i1 true)"
+            m = mask or "splat (i1 true)"
             if kind == "scalar":
                 # A uniform address that only some lanes read: it is in bounds iff any lane is
                 # active, so load it once under that single-bit mask.
