@@ -50,8 +50,8 @@ class Expressions:
         self.memory = memory
         self.selects = selects
         # (id, wide, lane mask) -> (node, value): the values emitted so far that are still
-        # available (dominate the current point); the statement emitter forgets them at block
-        # and statement boundaries.
+        # available (dominate the current point); forgotten at statement, loop and block
+        # boundaries by the emitters that make them.
         self.memo: dict[tuple, tuple[E.Expr, _Val]] = {}
         self._reduce_update: E.Expr | None = None  # the combining op of the store being emitted
 
@@ -159,7 +159,7 @@ class Expressions:
             if base.ref.lstrip("-").isdigit():
                 b = int(base.ref)
                 return _Val("<" + ", ".join(f"i64 {b + k}" for k in range(n)) + ">", "i64", n)
-            return self.fn.binop("add nuw nsw", self.fn.splat(base, n), _Val(iota, "i64", n))
+            return fn.binop("add nuw nsw", fn.splat(base, n), _Val(iota, "i64", n))
         hit = fn.env.get(id(v))
         if hit is None:
             raise ValueError(f"variable {v.name} is used outside the loop that defines it")
