@@ -40,20 +40,22 @@ Design, in short:
   the add latency (layer_norm's row sums ran 9x slower than PyTorch's). Everything else is exact.
 
 Where each part lives: ``names`` (sanitised names, the kernel symbol), ``module`` (the module
-text: header, declarations, globals, metadata), ``values`` (SSA values, LLVM types),
-``emitter`` (function state, single instructions), ``affine`` (index analysis: lane
-dependence, affine coefficients), ``expr`` (expressions), ``arith`` (floor division/modulo),
-``memory`` (loads, stores, masks, gathers), ``stmt`` (statements, loops, the unrolling limit),
-``vectorize``, ``parallel`` (outlining, trampolines, libgomp), ``function`` (the combined
-emitter and ``codegen``).
+text: header, declarations, globals, metadata), ``values`` (SSA values, LLVM types), ``emitter``
+(one function's state, single instructions), ``affine`` (index analysis: lane dependence, affine
+coefficients), ``expr`` (expressions), ``arith`` (floor division/modulo), ``cast`` (dtype
+conversions), ``memory`` (loads, stores, masks, gathers), ``guarded_select`` (selects whose arms
+load), ``loops`` (counted loops), ``stmt`` (statements), ``vectorize``, ``parallel`` (outlining,
+trampolines, libgomp), ``unroll`` (the unrolling limit), ``function`` (the wiring and
+``codegen``). Each concept is an object handed the emitter and the collaborators it uses, never
+a base class: ``function.statements`` builds them for one function.
 """
 from __future__ import annotations
 
+from .expr import reduction_update
 from .function import codegen
-from .memory import reduction_update
 from .names import MAX_HINT_LEN, MAX_SYMBOL_LEN, NUM_THREADS_GLOBAL, kernel_symbol, sanitize
-from .stmt import (ALLOCA_LIMIT_BYTES, FALLBACK_MARK, MAX_UNROLLED_COPIES, SERIAL_LOOP_COPIES,
-                   limit_unrolling, written_buffers)
+from .stmt import ALLOCA_LIMIT_BYTES, FALLBACK_MARK, written_buffers
+from .unroll import MAX_UNROLLED_COPIES, SERIAL_LOOP_COPIES, limit_unrolling
 from .vectorize import MAX_VECTOR_LANES
 
 __all__ = ["ALLOCA_LIMIT_BYTES", "FALLBACK_MARK", "MAX_HINT_LEN", "MAX_SYMBOL_LEN",

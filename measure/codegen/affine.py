@@ -1,7 +1,8 @@
 """Index analysis: which expressions are loads, lane-dependent or pure index arithmetic, and the
 coefficient of the lane variable in an index (what picks vector load, splat or gather).
 
-Each analysis is a fold (``_fold``): iterative, so expressions of any depth are fine.
+Each analysis is a fold (``_fold``): iterative, so expressions of any depth are fine. The
+analyses read the emitter's vector context (which loop variable is the lane) and nothing else.
 """
 from __future__ import annotations
 
@@ -15,21 +16,31 @@ from .emitter import Emitter
 from .values import _INDEX_DTYPES
 
 
-class IndexAnalysis(Emitter):
-    """Analyses of expressions in the current (vector) context, memoised per function."""
+class IndexAnalysis:
+    """Analyses of expressions in the current (vector) context of ``fn``, memoised per function."""
 
-    def _contains_load(self, e: E.Expr) -> bool:
+    def __init__(self, fn: Emitter):
+        self.fn = fn
+        self._varies_memo: dict[int, tuple[E.Expr, bool]] = {}
+        self._load_memo: dict[int, tuple[E.Expr, bool]] = {}
+        self._index_memo: dict[int, tuple[E.Expr, bool]] = {}
+
+    def forget_lanes(self) -> None:
+        """Drop what depended on the lane variable: called whenever the vector context changes."""
+        self._varies_memo = {}
+
+    def contains_load(self, e: E.Expr) -> bool:
         return _fold(self._load_memo, e, _children,
                      lambda n, ks: isinstance(n, L.BufferLoad) or any(ks))
 
-    def _varies(self, e: E.Expr) -> bool:
+    def varies(self, e: E.Expr) -> bool:
         """Whether ``e`` depends on the current lane variable."""
-        if self.vec is None:
+        if self.fn.vec is None:
             return False
-        var = self.vec.var
+        var = self.fn.vec.var
         return _fold(self._varies_memo, e, _children, lambda n, ks: n is var or any(ks))
 
-    def _is_index(self, e: E.Expr) -> bool:
+    def is_index(self, e: E.Expr) -> bool:
         """Integer arithmetic over loop variables and constants only (safe to widen to i64)."""
         def operands(n: E.Expr) -> tuple:
             if n.dtype not in _INDEX_DTYPES:
@@ -47,13 +58,13 @@ class IndexAnalysis(Emitter):
 
         return _fold(self._index_memo, e, operands, node)
 
-    def _lin(self, e: E.Expr) -> int | None:
+    def lin(self, e: E.Expr) -> int | None:
         """Coefficient of the lane variable in ``e`` if ``e`` is affine in it, else None."""
-        assert self.vec is not None
-        var = self.vec.var
+        assert self.fn.vec is not None
+        var = self.fn.vec.var
 
         def operands(n: E.Expr) -> tuple:
-            if n is var or not self._varies(n):
+            if n is var or not self.varies(n):
                 return ()
             if isinstance(n, E.Binary):
                 if n.op in ("add", "sub"):
@@ -70,7 +81,7 @@ class IndexAnalysis(Emitter):
             return ()
 
         def node(n: E.Expr, ks: list) -> int | None:
-            if not self._varies(n):
+            if not self.varies(n):
                 return 0
             if n is var:
                 return 1
@@ -133,7 +144,7 @@ class IndexAnalysis(Emitter):
                 if r is None:
                     return None
                 return {k: v * c for k, v in r[0].items()}, r[1] * c, abs(r[2] * c)
-            if not self._varies(n):
+            if not self.varies(n):
                 return {}, 0, 1
             return None
 
@@ -144,23 +155,24 @@ class IndexAnalysis(Emitter):
         ``rest`` is always a multiple of ``g = gcd(d, its coefficients)``, so if the lanes span
         less than ``g`` the quotient is lane-invariant and the remainder advances by ``c``. This is
         the index pattern of a fused-then-split vectorized axis (``floormod(f*16 + v, 64)``)."""
-        assert self.vec is not None
+        vec = self.fn.vec
+        assert vec is not None
         d = e.b
-        if not (isinstance(d, E.Const) and int(d.value) > 0 and self.vec.whole):
+        if not (isinstance(d, E.Const) and int(d.value) > 0 and vec.whole):
             return None
         aff = self._affine(e.a)
         if aff is None:
             return None
         coeffs, const, opaque = aff
-        cv = coeffs.get(id(self.vec.var), 0)
+        cv = coeffs.get(id(vec.var), 0)
         if cv < 0:
             return None
         g = math.gcd(int(d.value), opaque)
         for k, c in coeffs.items():
-            if k != id(self.vec.var):
+            if k != id(vec.var):
                 g = math.gcd(g, c)
         g = math.gcd(g, const)
-        if cv * (self.vec.lanes - 1) >= g:
+        if cv * (vec.lanes - 1) >= g:
             return None
         return 0 if e.op == "floordiv" else cv
 

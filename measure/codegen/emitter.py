@@ -1,10 +1,11 @@
 """The state of one LLVM function being emitted and its instruction-level helpers.
 
-``Emitter`` holds what every part of the emission shares (the instruction list, the current
-block, loop variables and buffer pointers in scope, the vector context, the expression memo) and
-writes single instructions. The concepts built on it (index analysis, expressions, arithmetic,
-memory access, statements, vectorisation, parallel outlining) are classes deriving from it;
-``function._Function`` combines them into one emitter, so they call each other through ``self``.
+``Emitter`` holds what every part of the emission of one function shares (the instruction list,
+the fresh-name counter, the current block, loop variables and buffer pointers in scope, the
+vector context) and writes single instructions. The concepts that emit through it (index
+analysis, expressions, arithmetic, memory access, loops, statements, vectorisation, parallel
+outlining) are separate objects, each handed this emitter and the other collaborators it needs
+(``function`` wires them); none derives from it.
 """
 from __future__ import annotations
 
@@ -30,12 +31,7 @@ class Emitter:
         self._n = 0
         self.env: dict[int, tuple[E.Var, str]] = {}  # loop var -> i64 ref
         self.buffers: dict[int, tuple[L.Buffer, str]] = {}  # buffer uid -> ptr ref
-        self.vec: _VecCtx | None = None
-        self.memo: dict[tuple, tuple[E.Expr, _Val]] = {}
-        self._reduce_update: E.Expr | None = None  # the combining op of the store being emitted
-        self._varies_memo: dict[int, tuple[E.Expr, bool]] = {}
-        self._load_memo: dict[int, tuple[E.Expr, bool]] = {}
-        self._index_memo: dict[int, tuple[E.Expr, bool]] = {}
+        self.vec: _VecCtx | None = None  # set while a vectorized loop body is emitted
 
     def fresh(self, hint: str = "t") -> str:
         self._n += 1

@@ -1,27 +1,49 @@
 """Parallel loops: the body outlined into an internal function of buffer pointers, loop
 variables and ``[begin, end)``, a trampoline that unpacks the closure and takes its static chunk,
-and the ``GOMP_parallel`` call (libgomp) in the caller."""
+and the ``GOMP_parallel`` call (libgomp) in the caller.
+
+The outlined body is a new function with its own emitters: the outliner is handed a factory
+(``NewBody``) that wires them around a new ``Emitter``, so it depends on no statement emitter."""
 from __future__ import annotations
 
+from typing import Callable, Protocol
+
+from compute import expr as E
 from compute import loop_ir as L
 
 from .emitter import Emitter
 from .names import NUM_THREADS_GLOBAL, sanitize
 
 
-class ParallelOutliner(Emitter):
-    """Outlining of a ``parallel`` loop."""
+class Body(Protocol):
+    """What the outliner needs of the statement emitter of the outlined function."""
 
-    def _parallel(self, loop: L.For) -> None:
-        if self.in_parallel:
+    def loop(self, var: E.Var, start: str, end: str, body: L.Stmt) -> None:
+        """``for var in [start, end): body`` (a counted serial loop)."""
+
+
+NewBody = Callable[[Emitter], Body]  # the statement emitter of a new function, wired to it
+
+
+class ParallelOutliner:
+    """Outlining of a ``parallel`` loop of ``fn``."""
+
+    def __init__(self, fn: Emitter, new_body: NewBody):
+        self.fn = fn
+        self.new_body = new_body
+
+    def outline(self, loop: L.For) -> None:
+        """``loop`` as an internal function run by libgomp's threads, each on a static chunk."""
+        fn = self.fn
+        if fn.in_parallel:
             raise ValueError(f"nested parallel loop `{loop.var.name}`: a parallel loop may not contain "
                              "another parallel loop")
-        mod = self.mod
+        mod = fn.mod
         k = mod.next_parallel_id()
         body_sym = f"@{sanitize(mod.name)}.par{k}"
         tramp_sym = f"@{sanitize(mod.name)}.par{k}.tramp"
-        bufs = list(self.buffers.values())
-        vars_ = list(self.env.values())
+        bufs = list(fn.buffers.values())
+        vars_ = list(fn.env.values())
         for sym, decl in (("GOMP_parallel", "declare void @GOMP_parallel(ptr, ptr, i32, i32) nounwind"),
                           ("omp_get_thread_num", "declare i32 @omp_get_thread_num() nounwind"),
                           ("omp_get_num_threads", "declare i32 @omp_get_num_threads() nounwind")):
@@ -29,7 +51,7 @@ class ParallelOutliner(Emitter):
 
         # The body: noalias pointers (distinct allocations), so the inliner turns them into
         # scoped alias metadata and the loop inside keeps its alias information.
-        child = type(self)(mod, in_parallel=True)  # the full emitter (function._Function)
+        child = Emitter(mod, in_parallel=True)
         params = []
         for b, _ in bufs:
             ref = f"%b{b.uid}"
@@ -40,7 +62,7 @@ class ParallelOutliner(Emitter):
             params.append(f"i64 {ref}")
             child.env[id(v)] = (v, ref)
         params += ["i64 %begin", "i64 %end"]
-        child.counted_loop(loop.var, "%begin", "%end", lambda: child.stmt(loop.body), None)
+        self.new_body(child).loop(loop.var, "%begin", "%end", loop.body)
         mod.functions.append(child.finish(
             f"define internal void {body_sym}({', '.join(params)}) {mod.attr_group} {{"))
 
@@ -78,12 +100,12 @@ class ParallelOutliner(Emitter):
                              "entry:\n" + "\n".join(t))
 
         clo = f"%clo{k}"
-        self.entry.append(f"  {clo} = alloca [{nslots} x i64], align 8")
+        fn.entry.append(f"  {clo} = alloca [{nslots} x i64], align 8")
         for i, (b, ref) in enumerate(bufs):
-            slot = self.ins(f"getelementptr inbounds [{nslots} x i64], ptr {clo}, i64 0, i64 {i}")
-            self.do(f"store ptr {ref}, ptr {slot}, align 8")
+            slot = fn.ins(f"getelementptr inbounds [{nslots} x i64], ptr {clo}, i64 0, i64 {i}")
+            fn.do(f"store ptr {ref}, ptr {slot}, align 8")
         for j, (v, ref) in enumerate(vars_):
-            slot = self.ins(f"getelementptr inbounds [{nslots} x i64], ptr {clo}, i64 0, i64 {len(bufs) + j}")
-            self.do(f"store i64 {ref}, ptr {slot}, align 8")
-        nt = self.ins(f"load i32, ptr @{NUM_THREADS_GLOBAL}, align 4")
-        self.do(f"call void @GOMP_parallel(ptr {tramp_sym}, ptr {clo}, i32 {nt}, i32 0)")
+            slot = fn.ins(f"getelementptr inbounds [{nslots} x i64], ptr {clo}, i64 0, i64 {len(bufs) + j}")
+            fn.do(f"store i64 {ref}, ptr {slot}, align 8")
+        nt = fn.ins(f"load i32, ptr @{NUM_THREADS_GLOBAL}, align 4")
+        fn.do(f"call void @GOMP_parallel(ptr {tramp_sym}, ptr {clo}, i32 {nt}, i32 0)")

@@ -1,26 +1,41 @@
 """Vectorisation of a ``vectorized`` loop: whether running every statement for all lanes at once
 keeps the sequential semantics, and the straight-line SIMD body (in chunks of at most
-MAX_VECTOR_LANES lanes) when it does."""
+MAX_VECTOR_LANES lanes) when it does.
+
+The body's statements are emitted by the statement emitter, which calls ``vectorize`` and hands
+over its own ``stmt`` (no cycle between the two objects)."""
 from __future__ import annotations
+
+from typing import Callable
 
 from compute import expr as E
 from compute import loop_ir as L
 
+from .affine import IndexAnalysis
 from .emitter import Emitter
+from .expr import Expressions
+from .loops import CountedLoops
 from .values import _VecCtx
 
 MAX_VECTOR_LANES = 64
 
 
-class Vectorizer(Emitter):
-    """Vector emission of a loop body over the lane variable."""
+class Vectorizer:
+    """Vector emission of a loop body over the lane variable, in ``fn``."""
 
-    def _can_vectorize(self, loop: L.For) -> bool:
+    def __init__(self, fn: Emitter, index: IndexAnalysis, exprs: Expressions, loops: CountedLoops):
+        self.fn = fn
+        self.index = index
+        self.exprs = exprs
+        self.loops = loops
+
+    def can_vectorize(self, loop: L.For) -> bool:
         """Whether running each statement for all lanes at once preserves sequential semantics."""
+        fn = self.fn
         v = loop.var
-        saved = self.vec
-        self.vec = _VecCtx(v, loop.extent, v, whole=loop.extent <= MAX_VECTOR_LANES)  # for _lin
-        self._varies_memo = {}
+        saved = fn.vec
+        fn.vec = _VecCtx(v, loop.extent, v, whole=loop.extent <= MAX_VECTOR_LANES)  # for lin
+        self.index.forget_lanes()
         try:
             stores: dict[int, set[tuple[int, ...]]] = {}
             accesses: list[tuple[L.Buffer, tuple[E.Expr, ...]]] = []
@@ -31,7 +46,7 @@ class Vectorizer(Emitter):
                 if isinstance(st, L.IfThenElse):
                     exprs.append(st.cond)
                 elif isinstance(st, L.Store):
-                    flat = [self._lin(i) for i in st.indices]
+                    flat = [self.index.lin(i) for i in st.indices]
                     if any(c is None for c in flat):
                         return False
                     if sum(c * s for c, s in zip(flat, st.buffer.strides)) == 0:  # type: ignore[misc]
@@ -52,36 +67,40 @@ class Vectorizer(Emitter):
                         return False
             return True
         finally:
-            self.vec = saved
-            self._varies_memo = {}
+            fn.vec = saved
+            self.index.forget_lanes()
 
-    def _vectorize(self, loop: L.For) -> None:
+    def vectorize(self, loop: L.For, stmt: Callable[[L.Stmt], None]) -> None:
+        """``loop`` (which ``can_vectorize``) as SIMD code, its body's statements emitted by
+        ``stmt`` under the vector context."""
         n = loop.extent
         chunk = n if n <= MAX_VECTOR_LANES else MAX_VECTOR_LANES
         full, rem = divmod(n, chunk)
         base_var = E.var(loop.var.name + "_lane0", loop.var.dtype)
         if full == 1:
-            self._vector_body(loop, base_var, "0", chunk, whole=rem == 0)
+            self._vector_body(loop, stmt, base_var, "0", chunk, whole=rem == 0)
         elif full > 1:
             k = E.var(loop.var.name + "_chunk", loop.var.dtype)
 
             def body() -> None:
-                base = self.ins(f"mul nuw nsw i64 {self.env[id(k)][1]}, {chunk}")
-                self._vector_body(loop, base_var, base, chunk, whole=False)
+                base = self.fn.ins(f"mul nuw nsw i64 {self.fn.env[id(k)][1]}, {chunk}")
+                self._vector_body(loop, stmt, base_var, base, chunk, whole=False)
 
-            self.counted_loop(k, "0", str(full), body, None)
+            self.loops.counted(k, "0", str(full), body, None)
         if rem:
-            self._vector_body(loop, base_var, str(full * chunk), rem, whole=False)
+            self._vector_body(loop, stmt, base_var, str(full * chunk), rem, whole=False)
 
-    def _vector_body(self, loop: L.For, base_var: E.Var, base: str, lanes: int, whole: bool) -> None:
-        self.env[id(base_var)] = (base_var, base)
-        self.vec = _VecCtx(loop.var, lanes, base_var, whole)
-        self._varies_memo = {}
-        self.memo = {}
+    def _vector_body(self, loop: L.For, stmt: Callable[[L.Stmt], None], base_var: E.Var, base: str,
+                     lanes: int, whole: bool) -> None:
+        fn = self.fn
+        fn.env[id(base_var)] = (base_var, base)
+        fn.vec = _VecCtx(loop.var, lanes, base_var, whole)
+        self.index.forget_lanes()
+        self.exprs.forget()
         try:
-            self.stmt(loop.body)
+            stmt(loop.body)
         finally:
-            self.vec = None
-            self._varies_memo = {}
-            self.memo = {}
-            del self.env[id(base_var)]
+            fn.vec = None
+            self.index.forget_lanes()
+            self.exprs.forget()
+            del fn.env[id(base_var)]
