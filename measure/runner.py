@@ -19,6 +19,7 @@ What one measurement does, in the worker:
    Python overhead is counted; ``number`` grows until a repeat lasts ``min_repeat_ms``, as TVM's
    time_evaluator does. Before each repeat the argument buffers are optionally flushed from the
    caches (``enable_cpu_cache_flush``); ``cooldown_interval`` seconds pass between repeats.
+   Steps 3 and 4 are ``measure.timer.time_calls``, the one timing loop, given these settings.
 
 ``costs`` are seconds per call, one per repeat. Nothing of ours competes with the kernel's OpenMP
 threads while it is timed (libgomp's threads spin between parallel regions, and a preempted one
@@ -27,7 +28,6 @@ it runs, and the tuner blocks on the worker's socket meanwhile.
 """
 from __future__ import annotations
 
-import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -188,45 +188,27 @@ _last_busy = 0.0
 
 
 def _time(timed: Any, per_call: float | None, args: list[np.ndarray], opts: dict) -> list[float]:
-    """Seconds per call for each repeat. ``per_call``: a first estimate, if a call was made."""
+    """Seconds per call for each repeat (``timer.time_calls`` with the runner's settings).
+    ``per_call``: a first estimate, if a call was made."""
     from . import timer  # noqa: PLC0415
 
     global _last_busy
-    min_repeat_s = max(0.0, float(opts["min_repeat_ms"])) / 1e3
-    number = max(1, int(opts["number"]))
     warm_s = max(0.0, float(opts["warmup_ms"])) / 1e3
     if time.perf_counter() - _last_busy < IDLE_S:
         # The cores were busy with the previous candidate a moment ago: the slow ramp-up after
         # idleness does not apply, a short warm-up (which also estimates one call) is enough.
         warm_s = min(warm_s, BUSY_WARMUP_S)
-    if warm_s > 0:
-        # Doubling batches until the time is up; the warm-up also estimates one call's time.
-        calls, spent, batch = 0, 0.0, 1
-        while spent < warm_s:
-            spent += timed(batch)
-            calls += batch
-            per_call = spent / calls
-            batch = max(1, min(batch * 2, math.ceil((warm_s - spent) / max(per_call, 1e-9))))
-    if per_call is not None and min_repeat_s > 0:
-        number = max(number, math.ceil(min_repeat_s / max(per_call, 1e-9)))
-    flush = bool(opts["enable_cpu_cache_flush"]) and timer.can_flush()
-    cooldown = max(0.0, float(opts["cooldown_interval"]))
-    costs: list[float] = []
-    for r in range(max(1, int(opts["repeat"]))):
-        if r and cooldown:
-            time.sleep(cooldown)
-        while True:
-            if flush:
-                for a in args:
-                    timer.flush(a.ctypes.data, a.nbytes)
-            elapsed = timed(number)
-            # An estimate from cold calls can be off: grow and redo, as TVM's time_evaluator does.
-            if elapsed >= min_repeat_s or costs:
-                break
-            number = max(number + 1, math.ceil(number * min(min_repeat_s / max(elapsed, 1e-9), 1e6) * 1.1))
-        costs.append(elapsed / number)
+    flush = None
+    if bool(opts["enable_cpu_cache_flush"]) and timer.can_flush():
+        def flush() -> None:
+            for a in args:
+                timer.flush(a.ctypes.data, a.nbytes)
+    timing = timer.time_calls(timed, repeat=int(opts["repeat"]), number=int(opts["number"]),
+                              min_repeat_ms=float(opts["min_repeat_ms"]), warmup_s=warm_s,
+                              first_estimate=per_call, before_repeat=flush,
+                              cooldown_s=float(opts["cooldown_interval"]))
     _last_busy = time.perf_counter()
-    return costs
+    return list(timing.samples)
 
 
 def init_runner_worker() -> None:

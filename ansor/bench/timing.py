@@ -15,11 +15,9 @@ crashes, times out or writes nothing yields ``{"error": "..."}`` instead.
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,27 +48,15 @@ DEFAULT_WARMUP_S = 0.6
 def time_callable(fn: Callable[[], Any], repeat: int = DEFAULT_REPEAT,
                   min_repeat_ms: float = DEFAULT_MIN_REPEAT_MS,
                   warmup_s: float = DEFAULT_WARMUP_S) -> dict:
-    """Time ``fn()``: warm up for ``warmup_s``, then ``repeat`` repeats of ``number`` calls, each
-    repeat lasting at least ``min_repeat_ms``. Returns ``{"seconds": median seconds per call,
-    "repeats": [seconds per call of each repeat], "number": calls per repeat}``."""
-    calls = 0
-    t0 = time.perf_counter()
-    t_end = t0 + warmup_s
-    while True:
-        fn()
-        calls += 1
-        now = time.perf_counter()
-        if now >= t_end:
-            break
-    per_call = max((now - t0) / calls, 1e-9)
-    number = max(1, math.ceil(min_repeat_ms / 1e3 / per_call))
-    times = []
-    for _ in range(max(1, repeat)):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t0) / number)
-    return {"seconds": statistics.median(times), "repeats": times, "number": number}
+    """Time ``fn()`` with the one timing loop (``measure.timer.time_calls``): warm up for
+    ``warmup_s``, then ``repeat`` repeats of ``number`` calls, each repeat lasting at least
+    ``min_repeat_ms``. Returns ``{"seconds": median seconds per call, "repeats": [seconds per
+    call of each repeat], "number": calls per repeat}``."""
+    from measure import timer  # noqa: PLC0415 - see machine_info: workers import this module
+
+    t = timer.time_calls(timer.python_calls(fn), repeat=repeat, min_repeat_ms=min_repeat_ms,
+                         warmup_s=warmup_s)
+    return {"seconds": t.median, "repeats": list(t.samples), "number": t.number}
 
 
 def job_timing(job: dict) -> dict:
