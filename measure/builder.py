@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 from .checks import MAX_THREADS, check_count, check_memory_limit_gb, check_seconds
 from .host import this_host
 from .measure import BuildResult, MeasureErrorNo, MeasureInput
-from .runtime import usable_cpus
+from .target import usable_cpus
 from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
 
 KERNEL_NAME = "default_function"

@@ -32,8 +32,7 @@ from .cluster_worker import measure_on_worker
 from .host import clean_host
 from .measure import MAX_FLOAT, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
 from .runner import RunnerBase, build_failure, built
-from .runtime import num_threads
-from .target import toolchain_identity
+from .target import num_threads, toolchain_identity
 
 # Beyond a measurement's own timeout: starting the worker's sandbox and setting up the workload's
 # inputs (and, with check_correctness, its reference outputs: ``reference_timeout``).

@@ -34,7 +34,6 @@ import llvmlite.binding as llvm
 from . import target
 
 CLOCK_MONOTONIC = 1  # Linux <time.h>
-CACHE_LINE = 64
 
 _LOCK = threading.Lock()
 _HARNESS: dict[object, tuple[object, object]] = {}  # arity / "flush" -> (engine, ctypes function)
@@ -103,7 +102,7 @@ def flush_ir() -> str:
         "  %off = phi i64 [ 0, %entry ], [ %next, %loop ]",
         "  %q = getelementptr i8, ptr %p, i64 %off",
         "  call void @llvm.x86.sse2.clflush(ptr %q)",
-        f"  %next = add i64 %off, {CACHE_LINE}",
+        f"  %next = add i64 %off, {target.cache_line_bytes()}",
         "  %more = icmp slt i64 %next, %n",
         "  br i1 %more, label %loop, label %done",
         "done:",
@@ -152,7 +151,7 @@ def flush(address: int, nbytes: int) -> None:
     if nbytes <= 0:
         return
     fn = _compile("flush", flush_ir(), "ansor_clflush", _FLUSH_PROTO)
-    start = address & ~(CACHE_LINE - 1)
+    start = address & ~(target.cache_line_bytes() - 1)
     fn(start, address + nbytes - start)
 
 

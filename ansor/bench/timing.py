@@ -162,15 +162,10 @@ def run_fresh(argv: Sequence[str], threads: int, timeout: float | None = 600.0,
 
 
 def cpu_name() -> str:
-    """The CPU's marketing name (``/proc/cpuinfo``), else what ``platform`` knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    """The CPU's marketing name: ``measure.target.cpu_model_name``, where machine facts are read."""
+    from measure import target  # noqa: PLC0415 - see machine_info
+
+    return target.cpu_model_name()
 
 
 def _dist_version(dist: str) -> str | None:
@@ -184,21 +179,27 @@ def _dist_version(dist: str) -> str | None:
 
 
 def machine_info() -> dict:
-    """Where and with what a figure was measured: date, machine, CPU, versions. TVM's version is
-    not here: importing TVM is left to its own subprocess (``peers_tvm``)."""
+    """Where and with what a figure was measured: date, machine, CPU (``measure.target``'s facts),
+    versions. TVM's version is not here: importing TVM is left to its own subprocess
+    (``peers_tvm``)."""
     # Imported here: the rest of this module is stdlib only, so that the fresh-process workers
     # and the ``ansor`` command line, which import it, do not pay for what only reports need.
     import llvmlite
     import llvmlite.binding as llvm
     import numpy
 
+    from measure import target  # noqa: PLC0415 - as above: LLVM, only for reports
+
     info = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "machine": platform.machine(),
         "system": f"{platform.system()} {platform.release()}",
-        "cpu": cpu_name(),
-        "llvm_cpu": llvm.get_host_cpu_name(),
-        "logical_cpus": os.cpu_count(),
+        "cpu": target.cpu_model_name(),
+        "llvm_cpu": target.host_cpu_name(),
+        "logical_cpus": target.logical_cpus(),
+        # What a measurement could use: the affinity mask (a container or taskset narrows it).
+        "usable_cpus": target.usable_cpus(),
+        "cache_line_bytes": target.cache_line_bytes(),
         "versions": {
             "python": platform.python_version(),
             "numpy": numpy.__version__,
