@@ -104,6 +104,22 @@ def test_the_runner_passes_its_settings_unchanged(spy, monkeypatch):
     assert spy[1]["warmup_s"] == runner.BUSY_WARMUP_S and spy[1]["first_estimate"] is None
 
 
+def test_the_runner_flushes_its_arguments_before_each_repeat_when_asked(spy, monkeypatch):
+    import numpy as np
+
+    from measure import runner
+
+    flushed = []
+    monkeypatch.setattr(timer, "can_flush", lambda: True)
+    monkeypatch.setattr(timer, "flush", lambda address, nbytes: flushed.append(nbytes))
+    opts = {"number": 1, "repeat": 1, "min_repeat_ms": 0, "warmup_ms": 0,
+            "cooldown_interval": 0, "enable_cpu_cache_flush": True}
+    args = [np.zeros(4, np.float32), np.zeros(8, np.float64)]
+    runner._time(FakeRun(), None, args, opts)
+    spy[0]["before_repeat"]()
+    assert flushed == [16, 64]
+
+
 def test_kernel_benchmark_calibrates_number_or_keeps_a_given_one(spy):
     from tests.measure.test_kernel import _axpy
     from measure.kernel import build_func
