@@ -26,12 +26,11 @@ import signal
 import threading
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from measure.builder import LocalBuilder
 from measure.local import measure_batch
 from measure.measure import (MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult,
                              MeasureUnavailableError, pooled_cost)
+from measure.protocols import Builder, Runner
 from measure.record import RecordFileError
-from measure.runner import LocalRunner
 
 from .shared_log import SharedLog
 
@@ -200,7 +199,7 @@ class ProgramMeasurer:
     log. ``logger``: where per-candidate errors go (named in the too-many-errors message).
     """
 
-    def __init__(self, builder: LocalBuilder, runner: LocalRunner,
+    def __init__(self, builder: Builder, runner: Runner,
                  recorder: Recorder | None = None, verbose: int = 0,
                  logger: logging.Logger | None = None):
         self.builder = builder
@@ -302,15 +301,11 @@ class ProgramMeasurer:
                 then()
         return None
 
-    def close(self, builder: bool = False, runner: bool = False) -> None:
-        """End the run: give up the log's claim; close the builder and runner if asked (those
-        the run created)."""
+    def close(self) -> None:
+        """End the run: give up the log's claim. The builder and runner are their owner's to
+        close (``measure.measurers.Measurers``)."""
         if self.shared is not None:
             self.shared.close()
-        if builder:
-            self.builder.close()
-        if runner:
-            self.runner.close()
 
     def stop_reason(self, workload_key: str, budget: int,
                     early_stopping: int | None) -> str | None:

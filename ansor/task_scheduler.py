@@ -47,11 +47,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from cost_model.cost_model import CostModel
-from measure.builder import LocalBuilder
 from measure.checks import check_seed
 from measure.measure import MeasureInput, MeasureUnavailableError
+from measure.measurers import Measurers
 from measure.record import RecordToFile, check_log_file
-from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
 
 from . import scheduler_policy as policy
@@ -442,12 +441,9 @@ class TaskScheduler:
         if self.seed is None and options.seed is not None:
             self._rng = random.Random(options.seed)
         self.model = self.cost_model if self.cost_model is not None else default_cost_model(options.seed)
-        own_builder, own_runner = options.builder == "local", options.runner == "local"
-        builder = LocalBuilder() if own_builder else options.builder
-        runner = LocalRunner() if own_runner else options.runner
-        assert isinstance(builder, LocalBuilder) and isinstance(runner, LocalRunner)
+        measurers = Measurers(options.builder, options.runner)  # closes only what it created
         log_path = None if options.log_file is None else os.fspath(options.log_file)
-        self.measurer = ProgramMeasurer(builder, runner,
+        self.measurer = ProgramMeasurer(measurers.builder, measurers.runner,
                                         None if log_path is None else RecordToFile(log_path),
                                         verbose=max(0, options.verbose - 1), logger=logger)
         self.t_start = time.monotonic()
@@ -464,7 +460,8 @@ class TaskScheduler:
                 logger.info("%s", stop)  # said on the next line and in the result
                 self._say(f"stopped: {stop}")
         finally:
-            self.measurer.close(builder=own_builder, runner=own_runner)
+            self.measurer.close()
+            measurers.close()
         self.next_task = None
         result = SchedulerResult(
             stop_reason=stop, trials=self.trials, restored=self.restored,

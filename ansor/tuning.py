@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any, Iterator
 from cost_model.cost_model import CostModel
 from cost_model.lgbm_model import LGBModel
 from cost_model.pretrained import load_pretrained
-from measure.builder import LocalBuilder
 from measure.checks import MAX_PER_ROUND, MAX_TRIALS, check_count, check_seed
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, MeasureUnavailableError
+from measure.measurers import Measurers, check_measurers
+from measure.protocols import Builder, Runner
 from measure.record import LineWarner, RecordToFile, check_log_file, iter_lines, target_summary
-from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
 from measure.target import host_cpu_name
 
@@ -91,8 +91,9 @@ class TuningOptions:
       later (a full disk) ends the run with what the log holds.
     * ``verbose``: 0 prints nothing, 1 one line per round and a summary, 2 also the builder's and
       runner's per-candidate marks and the policy's own output.
-    * ``builder`` / ``runner``: ``"local"`` (created and closed by the call) or a ``LocalBuilder``
-      / ``LocalRunner`` (used as given, left open), e.g. ``measure.dask_builder.DaskBuilder`` /
+    * ``builder`` / ``runner``: ``"local"`` (created and closed by the call) or a
+      ``measure.protocols.Builder`` / ``Runner`` (used as given, left open; ``measure.measurers``):
+      ``LocalBuilder`` / ``LocalRunner``, or ``measure.dask_builder.DaskBuilder`` /
       ``measure.dask_runner.DaskRunner`` to build and measure on a Dask cluster.
     * ``seed``: seeds the search policy and the default cost model; a fixed seed makes a run
       reproducible up to measurement noise.
@@ -105,8 +106,8 @@ class TuningOptions:
     early_stopping: int | None = None
     log_file: str | os.PathLike | None = None
     verbose: int = 1
-    builder: str | LocalBuilder = "local"
-    runner: str | LocalRunner = "local"
+    builder: str | Builder = "local"
+    runner: str | Runner = "local"
     seed: int | None = None
     search_params: "SearchParams | None" = None
 
@@ -120,12 +121,7 @@ class TuningOptions:
         if self.log_file is not None and not isinstance(self.log_file, (str, os.PathLike)):
             raise TypeError(f"TuningOptions.log_file must be a path or None, got "
                             f"{type(self.log_file).__name__}")
-        if not (self.builder == "local" or isinstance(self.builder, LocalBuilder)):
-            raise ValueError(f"TuningOptions.builder must be 'local' or a LocalBuilder, got "
-                             f"{self.builder!r}")
-        if not (self.runner == "local" or isinstance(self.runner, LocalRunner)):
-            raise ValueError(f"TuningOptions.runner must be 'local' or a LocalRunner, got "
-                             f"{self.runner!r}")
+        check_measurers("TuningOptions.", self.builder, self.runner)
         # numpy's seeding takes 0 <= seed < 2**32 (-1 used to fail deep inside numpy).
         object.__setattr__(self, "seed", check_seed("TuningOptions.seed", self.seed))
 
@@ -235,7 +231,7 @@ def _gflops_part(gf: float | None) -> str:
 # ---- helpers ------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def _runner_settings(runner: LocalRunner, **attrs: Any) -> Iterator[None]:
+def _runner_settings(runner: Runner, **attrs: Any) -> Iterator[None]:
     """Temporarily change a runner's measurement settings. They are read per ``run`` call, so
     this reuses the runner's worker instead of starting a second one (~1 s and its memory)."""
     saved = {k: getattr(runner, k) for k in attrs}
@@ -265,15 +261,10 @@ class _Run:
             getattr(search_policy, "cost_model", None) if search_policy is not None
             else default_cost_model(options.seed))
         self.log_path = None if options.log_file is None else os.fspath(options.log_file)
-        # Given ones are used as given and left open; "local" ones are created here (their
-        # workers start on first use) and closed by ``run``.
-        self.own_builder = options.builder == "local"
-        self.own_runner = options.runner == "local"
-        builder = LocalBuilder() if self.own_builder else options.builder
-        runner = LocalRunner() if self.own_runner else options.runner
-        assert isinstance(builder, LocalBuilder) and isinstance(runner, LocalRunner)
+        # "local" ones are created here and closed by ``run``; given ones are left open.
+        self.measurers = Measurers(options.builder, options.runner)
         self.measurer = ProgramMeasurer(
-            builder, runner, None if self.log_path is None else RecordToFile(self.log_path),
+            self.measurers.builder, self.measurers.runner, None if self.log_path is None else RecordToFile(self.log_path),
             verbose=max(0, options.verbose - 1), logger=logger)
         self.stats = self.measurer.stats(task.workload_key)
         self.resumed = 0
@@ -363,7 +354,7 @@ class _Run:
             logger.info("resumed %d records of %s from %s (%d of another toolchain ignored)",
                         self.resumed, self.task.desc, path, other_target)
 
-    def measure_default(self, builder: LocalBuilder, runner: LocalRunner) -> None:
+    def measure_default(self, builder: Builder, runner: Runner) -> None:
         """Time the default schedule (``init_state()``) once, for the speed-up figure."""
         inp = MeasureInput(self.task, self.task.compute_dag.init_state())
         t0 = time.monotonic()
@@ -459,7 +450,8 @@ class _Run:
                 stop = unavailable_stop(err, self.log_path)
                 logger.info("%s: %s", self.task.desc, stop)  # the summary and the CLI say it
         finally:
-            self.measurer.close(builder=self.own_builder, runner=self.own_runner)
+            self.measurer.close()
+            self.measurers.close()
         result = self.result(stop)
         if opts.verbose >= 1:
             print(result.summary(), flush=True)

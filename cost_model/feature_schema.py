@@ -7,10 +7,12 @@ computation counts, annotations, per-buffer blocks and the tail begin.
 """
 from __future__ import annotations
 
+from sketch.hardware import CACHE_LINE_BYTES
+
 FEATURE_VERSION = "ansor-py-features-5"  # 2: tested_share (split tails); 3: block-index regions floored
 # (packs); 4: set_rows (register-tile rows per L1 set); 5: set_rows of stages without a reduction
 # (their innermost loop)
-CACHE_LINE = 64
+CACHE_LINE = CACHE_LINE_BYTES  # fixed, not this machine's: a saved model was fitted on it
 NUM_BUFFERS = 5  # buffers described per statement, most bytes first
 CURVE_POINTS = 10
 

@@ -17,7 +17,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-ALIGN_BYTES = 64  # a cache line on every x86 CPU we target; also the widest vector (512 bits)
+from sketch.hardware import CACHE_LINE_BYTES
+
+# A cache line on every x86 CPU we target (a fixed size, not this machine's: an exported module
+# must allocate alike everywhere); also the widest vector (512 bits).
+ALIGN_BYTES = CACHE_LINE_BYTES
 
 
 def aligned_empty(shape: Sequence[int] | int, dtype: Any = "float32", align: int = ALIGN_BYTES) -> np.ndarray:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import importlib
 import traceback
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 from .checks import MAX_THREADS, check_count, check_memory_limit_gb, check_seconds
 from .host import this_host
 from .measure import BuildResult, MeasureErrorNo, MeasureInput
-from .runtime import usable_cpus
+from .target import usable_cpus
 from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
 
 KERNEL_NAME = "default_function"
@@ -130,37 +131,67 @@ def init_builder_worker() -> None:
 
 # ---- in the tuner -------------------------------------------------------------------------------
 
-class LocalBuilder:
-    """Build candidates on this machine with ``n_parallel`` worker processes.
+class BuilderBase(ABC):
+    """What every builder honours, local or remote (``measure.protocols.Builder``): the build
+    settings, checked here once - ``timeout`` per build, ``build_func`` (an optional
+    ``"module:function"`` replacing the default lower-and-compile, called as
+    ``fn(state, name) -> CompiledObject`` where the build runs, so it must be importable there;
+    it may raise ``InvalidStepError`` for invalid schedules) and ``memory_limit_gb`` (each
+    build's address-space cap, None: none) - ``build`` through ``build_jobs``, and closing on
+    leaving a ``with`` block. A subclass says where the jobs run."""
 
-    ``build_func`` is an optional ``"module:function"`` replacing the default lower-and-compile;
-    it is called as ``fn(state, name) -> CompiledObject`` inside the worker (so it must be
-    importable there) and may raise ``InvalidStepError`` for invalid schedules. ``memory_limit_gb``
-    caps each worker's address space (None: no cap).
-    """
-
-    def __init__(self, timeout: float = 15, n_parallel: int | None = None,
-                 build_func: str | None = None,
+    def __init__(self, timeout: float = 15, build_func: str | None = None,
                  memory_limit_gb: float | None = DEFAULT_MEMORY_LIMIT_GB):
-        timeout = check_seconds("LocalBuilder timeout", timeout)
-        if n_parallel is not None:
-            n_parallel = check_count("LocalBuilder n_parallel", n_parallel, maximum=MAX_THREADS)
-        memory_limit_gb = check_memory_limit_gb("LocalBuilder", memory_limit_gb)
+        who = type(self).__name__
+        timeout = check_seconds(f"{who} timeout", timeout)
+        memory_limit_gb = check_memory_limit_gb(who, memory_limit_gb)
         if build_func is not None:
             module, sep, attr = build_func.partition(":")
             if not sep or not module or not attr:
                 raise ValueError(f"build_func must be 'module:function', got {build_func!r}")
         self.timeout = float(timeout)
-        self.n_parallel = n_parallel if n_parallel is not None else usable_cpus()
         self.build_func = build_func
         self.memory_limit_gb = memory_limit_gb
-        self._pool: WorkerPool | None = None
 
     def settings(self) -> dict:
-        """The constructor arguments that build as this builder does, but for ``n_parallel``
-        (what a remote builder ships to the machines that compile)."""
+        """The constructor arguments that build as this builder does, but for where (what a
+        remote builder ships to the machines that compile)."""
         return {"timeout": self.timeout, "build_func": self.build_func,
                 "memory_limit_gb": self.memory_limit_gb}
+
+    def build(self, inputs: Sequence[MeasureInput], verbose: int = 0) -> list[BuildResult]:
+        """Build every input; results in input order, one per input, never raising for a
+        candidate's failure."""
+        return self.build_jobs(make_build_jobs(inputs, self.build_func), verbose=verbose)
+
+    @abstractmethod
+    def build_jobs(self, jobs: Sequence[tuple], verbose: int = 0) -> list[BuildResult]:
+        """Build jobs made by ``make_build_jobs`` (plain data); results in order, one per job."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what builds (workers, a cluster connection)."""
+
+    def __enter__(self) -> "BuilderBase":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalBuilder(BuilderBase):
+    """Build candidates on this machine with ``n_parallel`` worker processes (default: every
+    usable CPU); the other settings are ``BuilderBase``'s, ``memory_limit_gb`` capping each
+    worker."""
+
+    def __init__(self, timeout: float = 15, n_parallel: int | None = None,
+                 build_func: str | None = None,
+                 memory_limit_gb: float | None = DEFAULT_MEMORY_LIMIT_GB):
+        super().__init__(timeout=timeout, build_func=build_func, memory_limit_gb=memory_limit_gb)
+        if n_parallel is not None:
+            n_parallel = check_count("LocalBuilder n_parallel", n_parallel, maximum=MAX_THREADS)
+        self.n_parallel = n_parallel if n_parallel is not None else usable_cpus()
+        self._pool: WorkerPool | None = None
 
     @property
     def pool(self) -> WorkerPool:
@@ -170,11 +201,6 @@ class LocalBuilder:
             self._pool = WorkerPool(self.n_parallel, initializer=init_builder_worker,
                                     memory_limit_bytes=limit)
         return self._pool
-
-    def build(self, inputs: Sequence[MeasureInput], verbose: int = 0) -> list[BuildResult]:
-        """Build every input; results in input order, one per input, never raising for a
-        candidate's failure."""
-        return self.build_jobs(make_build_jobs(inputs, self.build_func), verbose=verbose)
 
     def build_jobs(self, jobs: Sequence[tuple], verbose: int = 0) -> list[BuildResult]:
         """Build jobs made by ``make_build_jobs`` (plain data: what a remote builder ships to the
@@ -208,12 +234,6 @@ class LocalBuilder:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-
-    def __enter__(self) -> "LocalBuilder":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def make_build_jobs(inputs: Sequence[MeasureInput], build_func: str | None) -> list[tuple]:

@@ -27,7 +27,7 @@ MAX_TRIALS = 1_000_000  # a million measurements: weeks of tuning at ~1 s each
 MAX_PER_ROUND = 4096  # candidates built and measured in one batch (default 64)
 MAX_REPEAT = 10_000  # timed calls or repeats of one measurement
 MAX_ROUNDS = 1000  # rounds of a comparison, each a fresh process per system
-MAX_THREADS = 4096  # builders/threads (as ANSOR_NUM_THREADS: measure.runtime.MAX_NUM_THREADS)
+MAX_THREADS = 4096  # builders/threads (as ANSOR_NUM_THREADS: measure.target.MAX_NUM_THREADS)
 MAX_EXTENT = 2**31 - 1  # a shape argument: the kernels index with 32-bit integers
 
 

@@ -23,7 +23,7 @@ from .builder import LocalBuilder
 from .host import this_host
 from .measure import BuildResult, MeasureResult
 from .runner import LocalRunner
-from .runtime import ENV_NUM_THREADS, usable_cpus
+from .target import ENV_NUM_THREADS, usable_cpus
 
 # One builder and one runner per worker thread: a sandbox pool serves one caller at a time, and a
 # Dask worker with several threads runs several builds at once.

@@ -20,12 +20,13 @@ independent of the machine that measured the record, which a record does not nam
 from __future__ import annotations
 
 import math
-import os
 import weakref
 from typing import TYPE_CHECKING, Sequence
 
 from compute import dtype as dt
 from compute.tensor import ComputeOp
+
+from .target import logical_cpus
 
 if TYPE_CHECKING:
     from compute.compute_dag import ComputeDAG
@@ -38,7 +39,7 @@ MARGIN = 4.0
 
 
 def _cores() -> int:
-    return max(MAX_CORES, os.cpu_count() or 1)
+    return max(MAX_CORES, logical_cpus())
 
 
 def cost_floor(flop: float | None, out_bytes: float | None = None) -> float:

@@ -8,36 +8,37 @@ that crashes or hangs the compiler is a ``BuildResult`` with an error code, as l
 killed mid-batch has its builds run again elsewhere (``cluster_fanout``). Results come back in
 input order, with the host that built each one.
 
-It is a ``LocalBuilder`` to the tuners (same settings: ``timeout``, ``build_func``,
-``memory_limit_gb``, applied on the workers), so ``TuningOptions(builder=DaskBuilder(address))``,
-the template tuners' ``measure_option`` and the task scheduler take it as they take the local one.
+It is a ``measure.protocols.Builder``, as ``LocalBuilder`` is, with the same settings
+(``BuilderBase``: ``timeout``, ``build_func``, ``memory_limit_gb``, applied on the workers), so
+``TuningOptions(builder=DaskBuilder(address))``, the template tuners' ``measure_option`` and the
+task scheduler take it as they take the local one. It has no local pool and no ``n_parallel``:
+the cluster's admitted workers decide how many builds run at once.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Callable, Sequence
 
-from .builder import LocalBuilder, make_build_jobs, progress_mark
+from .builder import BuilderBase, progress_mark
 from .checks import check_seconds
 from .cluster import Cluster
 from .cluster_fanout import STALLED, fan_out
 from .cluster_worker import build_on_worker
 from .host import clean_host
-from .measure import BuildResult, MeasureErrorNo, MeasureInput
+from .measure import BuildResult, MeasureErrorNo
 from .target import toolchain_identity
-from .worker_pool import WorkerPool
 
 # Beyond a build's own timeout, what a worker may need before its first result: starting its
 # sandbox (Python, numpy and LLVM in a fresh process, a few seconds; WorkerPool allows 120 s).
 STALL_SLACK_S = 120.0
 
 
-class DaskBuilder(LocalBuilder):
+class DaskBuilder(BuilderBase):
     """Build candidates on the workers of the Dask cluster at ``cluster`` (a scheduler address
     such as ``"tcp://10.0.0.1:8786"``, a ``distributed.Client``, or a cluster object).
 
     ``timeout``, ``build_func`` (``"module:function"``, importable on the workers) and
-    ``memory_limit_gb`` are ``LocalBuilder``'s, applied to each build on its worker.
+    ``memory_limit_gb`` are ``BuilderBase``'s, applied to each build on its worker.
     ``connect_timeout``: seconds to reach the scheduler (``MeasureUnavailableError`` if it
     cannot be). ``worker_wait``: seconds a batch waits for an admissible worker when there is
     none (a worker restarting) before the run stops. ``target``: the toolchain identity workers
@@ -49,28 +50,20 @@ class DaskBuilder(LocalBuilder):
                  memory_limit_gb: float | None = 8.0, *, connect_timeout: float = 30.0,
                  worker_wait: float = 60.0, target: dict | None = None,
                  on_result: Callable[[BuildResult], None] | None = None):
-        super().__init__(timeout=timeout, n_parallel=1, build_func=build_func,
-                         memory_limit_gb=memory_limit_gb)
+        super().__init__(timeout=timeout, build_func=build_func, memory_limit_gb=memory_limit_gb)
         self.worker_wait = check_seconds("DaskBuilder worker_wait", worker_wait)
         self.target = dict(target if target is not None else toolchain_identity())
         self.on_result = on_result
         self.cluster: Cluster | None = Cluster.connect(cluster, connect_timeout)
-
-    @property
-    def pool(self) -> WorkerPool:
-        raise AttributeError("a DaskBuilder builds on the cluster's workers: it has no local pool")
 
     def _cluster(self) -> Cluster:
         if self.cluster is None:
             raise RuntimeError("the DaskBuilder is closed")
         return self.cluster
 
-    def build(self, inputs: Sequence[MeasureInput], verbose: int = 0) -> list[BuildResult]:
-        """Build every input on the cluster; results in input order, one per input. Raises
-        ``MeasureUnavailableError`` (only) when the cluster cannot build at all."""
-        return self.build_jobs(make_build_jobs(inputs, self.build_func), verbose=verbose)
-
     def build_jobs(self, jobs: Sequence[tuple], verbose: int = 0) -> list[BuildResult]:
+        """Build jobs on the cluster; results in order, one per job. Raises
+        ``MeasureUnavailableError`` (only) when the cluster cannot build at all."""
         if not jobs:
             return []
         cluster = self._cluster()

@@ -15,8 +15,9 @@ killed mid-batch has its candidates measured again on the measuring workers left
 restarted self (``cluster_fanout``). The batch finishes building before it measures
 (``measure_batch``), so this run's builds never share a machine with its timings.
 
-It is a ``LocalRunner`` to the tuners (same settings, read at each ``run``), so every tuner takes
-it as it takes the local one.
+It is a ``measure.protocols.Runner``, as ``LocalRunner`` is, with the same settings
+(``RunnerBase``, read at each ``run``), so every tuner takes it as it takes the local one. It has
+no local pool: the cluster's measuring workers time.
 """
 from __future__ import annotations
 
@@ -30,22 +31,20 @@ from .cluster_fanout import STALLED, fan_out
 from .cluster_worker import measure_on_worker
 from .host import clean_host
 from .measure import MAX_FLOAT, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
-from .runner import LocalRunner, build_failure, built
-from .runtime import num_threads
-from .target import toolchain_identity
-from .worker_pool import WorkerPool
+from .runner import RunnerBase, build_failure, built
+from .target import num_threads, toolchain_identity
 
 # Beyond a measurement's own timeout: starting the worker's sandbox and setting up the workload's
 # inputs (and, with check_correctness, its reference outputs: ``reference_timeout``).
 STALL_SLACK_S = 120.0
 
 
-class DaskRunner(LocalRunner):
+class DaskRunner(RunnerBase):
     """Measure built candidates on the measuring workers of the Dask cluster at ``cluster`` (a
     scheduler address such as ``"tcp://10.0.0.1:8786"``, a ``distributed.Client``, or a cluster
     object).
 
-    The measurement settings are ``LocalRunner``'s, applied on the workers. ``connect_timeout``,
+    The measurement settings are ``RunnerBase``'s, applied on the workers. ``connect_timeout``,
     ``worker_wait``, ``target`` and ``on_result`` (each measurement as it arrives) are as for
     ``DaskBuilder``.
     """
@@ -66,10 +65,6 @@ class DaskRunner(LocalRunner):
         self.target = dict(target if target is not None else toolchain_identity())
         self.on_result = on_result
         self.cluster: Cluster | None = Cluster.connect(cluster, connect_timeout)
-
-    @property
-    def pool(self) -> WorkerPool:
-        raise AttributeError("a DaskRunner measures on the cluster's workers: it has no local pool")
 
     def _cluster(self) -> Cluster:
         if self.cluster is None:
@@ -136,4 +131,3 @@ class DaskRunner(LocalRunner):
         if self.cluster is not None:
             self.cluster.release()
             self.cluster = None
-        self._prepared.clear()

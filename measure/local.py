@@ -11,12 +11,13 @@ from typing import Sequence
 
 from .builder import LocalBuilder
 from .measure import MeasureInput, MeasureResult
+from .protocols import Builder, Runner
 from .runner import LocalRunner
 
 __all__ = ["LocalBuilder", "LocalRunner", "measure_batch"]
 
 
-def measure_batch(inputs: Sequence[MeasureInput], builder: LocalBuilder, runner: LocalRunner,
+def measure_batch(inputs: Sequence[MeasureInput], builder: Builder, runner: Runner,
                   verbose: int = 0) -> list[MeasureResult]:
     """Build then run ``inputs``; one result per input, in order. ``all_cost`` is the candidate's
     build time plus its run time."""

@@ -19,6 +19,7 @@ What one measurement does, in the worker:
    Python overhead is counted; ``number`` grows until a repeat lasts ``min_repeat_ms``, as TVM's
    time_evaluator does. Before each repeat the argument buffers are optionally flushed from the
    caches (``enable_cpu_cache_flush``); ``cooldown_interval`` seconds pass between repeats.
+   Steps 3 and 4 are ``measure.timer.time_calls``, the one timing loop, given these settings.
 
 ``costs`` are seconds per call, one per repeat. Nothing of ours competes with the kernel's OpenMP
 threads while it is timed (libgomp's threads spin between parallel regions, and a preempted one
@@ -27,8 +28,8 @@ it runs, and the tuner blocks on the worker's socket meanwhile.
 """
 from __future__ import annotations
 
-import math
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -188,45 +189,27 @@ _last_busy = 0.0
 
 
 def _time(timed: Any, per_call: float | None, args: list[np.ndarray], opts: dict) -> list[float]:
-    """Seconds per call for each repeat. ``per_call``: a first estimate, if a call was made."""
+    """Seconds per call for each repeat (``timer.time_calls`` with the runner's settings).
+    ``per_call``: a first estimate, if a call was made."""
     from . import timer  # noqa: PLC0415
 
     global _last_busy
-    min_repeat_s = max(0.0, float(opts["min_repeat_ms"])) / 1e3
-    number = max(1, int(opts["number"]))
     warm_s = max(0.0, float(opts["warmup_ms"])) / 1e3
     if time.perf_counter() - _last_busy < IDLE_S:
         # The cores were busy with the previous candidate a moment ago: the slow ramp-up after
         # idleness does not apply, a short warm-up (which also estimates one call) is enough.
         warm_s = min(warm_s, BUSY_WARMUP_S)
-    if warm_s > 0:
-        # Doubling batches until the time is up; the warm-up also estimates one call's time.
-        calls, spent, batch = 0, 0.0, 1
-        while spent < warm_s:
-            spent += timed(batch)
-            calls += batch
-            per_call = spent / calls
-            batch = max(1, min(batch * 2, math.ceil((warm_s - spent) / max(per_call, 1e-9))))
-    if per_call is not None and min_repeat_s > 0:
-        number = max(number, math.ceil(min_repeat_s / max(per_call, 1e-9)))
-    flush = bool(opts["enable_cpu_cache_flush"]) and timer.can_flush()
-    cooldown = max(0.0, float(opts["cooldown_interval"]))
-    costs: list[float] = []
-    for r in range(max(1, int(opts["repeat"]))):
-        if r and cooldown:
-            time.sleep(cooldown)
-        while True:
-            if flush:
-                for a in args:
-                    timer.flush(a.ctypes.data, a.nbytes)
-            elapsed = timed(number)
-            # An estimate from cold calls can be off: grow and redo, as TVM's time_evaluator does.
-            if elapsed >= min_repeat_s or costs:
-                break
-            number = max(number + 1, math.ceil(number * min(min_repeat_s / max(elapsed, 1e-9), 1e6) * 1.1))
-        costs.append(elapsed / number)
+    flush = None
+    if bool(opts["enable_cpu_cache_flush"]) and timer.can_flush():
+        def flush() -> None:
+            for a in args:
+                timer.flush(a.ctypes.data, a.nbytes)
+    timing = timer.time_calls(timed, repeat=int(opts["repeat"]), number=int(opts["number"]),
+                              min_repeat_ms=float(opts["min_repeat_ms"]), warmup_s=warm_s,
+                              first_estimate=per_call, before_repeat=flush,
+                              cooldown_s=float(opts["cooldown_interval"]))
     _last_busy = time.perf_counter()
-    return costs
+    return list(timing.samples)
 
 
 def init_runner_worker() -> None:
@@ -254,42 +237,36 @@ def build_failure(br: BuildResult) -> MeasureResult:
                          br.error_msg or "no compiled object", 0.0, host=br.host)
 
 
-class LocalRunner:
-    """Run built candidates on this machine, sequentially, in one sandboxed worker process.
+class RunnerBase(ABC):
+    """What every runner honours, local or remote (``measure.protocols.Runner``): the
+    measurement settings, checked here once and read at each ``run`` (``settings()``), and
+    closing on leaving a ``with`` block. A subclass says where candidates are timed.
 
-    ``timeout`` covers one candidate's whole measurement (load, check, warm-up, repeats). Kernels
-    use ``$ANSOR_NUM_THREADS`` threads (default: every usable CPU): the worker inherits the
-    tuner's environment as it is when the worker starts (first use, or a restart).
+    ``timeout`` covers one candidate's whole measurement (load, check, warm-up, repeats);
+    ``number``, ``repeat``, ``min_repeat_ms``, ``warmup_ms``, ``cooldown_interval`` and
+    ``enable_cpu_cache_flush`` are the timing loop's (``measure.timer.time_calls``);
+    ``check_correctness`` compares the first call's outputs with the numpy reference (within
+    ``reference_timeout`` per workload); ``memory_limit_gb`` caps the timing process.
     """
 
     def __init__(self, timeout: float = 10, number: int = 3, repeat: int = 1,
                  min_repeat_ms: float = 100, cooldown_interval: float = 0.0,
                  enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
                  memory_limit_gb: float | None = 8.0, warmup_ms: float = 300):
+        who = type(self).__name__
         # NaN or inf would disable the timeout (and busy-spin the waiting parent) or overflow it.
-        self.timeout = check_seconds("LocalRunner timeout", timeout)
-        self.number = check_count("LocalRunner number", number, maximum=MAX_REPEAT)
-        self.repeat = check_count("LocalRunner repeat", repeat, maximum=MAX_REPEAT)
-        self.min_repeat_ms = check_nonnegative("LocalRunner min_repeat_ms", min_repeat_ms,
+        self.timeout = check_seconds(f"{who} timeout", timeout)
+        self.number = check_count(f"{who} number", number, maximum=MAX_REPEAT)
+        self.repeat = check_count(f"{who} repeat", repeat, maximum=MAX_REPEAT)
+        self.min_repeat_ms = check_nonnegative(f"{who} min_repeat_ms", min_repeat_ms,
                                                MAX_TIMEOUT_S * 1e3)
-        self.cooldown_interval = check_nonnegative("LocalRunner cooldown_interval",
+        self.cooldown_interval = check_nonnegative(f"{who} cooldown_interval",
                                                    cooldown_interval, MAX_TIMEOUT_S)
         self.enable_cpu_cache_flush = bool(enable_cpu_cache_flush)
         self.check_correctness = bool(check_correctness)
-        self.memory_limit_gb = check_memory_limit_gb("LocalRunner", memory_limit_gb)
-        self.warmup_ms = check_nonnegative("LocalRunner warmup_ms", warmup_ms, MAX_TIMEOUT_S * 1e3)
+        self.memory_limit_gb = check_memory_limit_gb(who, memory_limit_gb)
+        self.warmup_ms = check_nonnegative(f"{who} warmup_ms", warmup_ms, MAX_TIMEOUT_S * 1e3)
         self.reference_timeout = REFERENCE_TIMEOUT
-        self._pool: WorkerPool | None = None
-        self._prepared: set[str] = set()  # workloads set up in the current worker incarnation
-        self._prepared_restarts = 0
-
-    @property
-    def pool(self) -> WorkerPool:
-        """The (one-worker) pool, started on first use."""
-        if self._pool is None:
-            limit = None if self.memory_limit_gb is None else int(self.memory_limit_gb * (1 << 30))
-            self._pool = WorkerPool(1, initializer=init_runner_worker, memory_limit_bytes=limit)
-        return self._pool
 
     def settings(self) -> dict:
         """The constructor arguments that reproduce this runner's measurements (what a remote
@@ -302,6 +279,51 @@ class LocalRunner:
                 "cooldown_interval": self.cooldown_interval, "warmup_ms": self.warmup_ms,
                 "enable_cpu_cache_flush": self.enable_cpu_cache_flush,
                 "check_correctness": self.check_correctness}
+
+    @abstractmethod
+    def run(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult],
+            verbose: int = 0) -> list[MeasureResult]:
+        """Measure every successfully built candidate; results in input order, one per input."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what times (the worker, a cluster connection)."""
+
+    def __enter__(self) -> "RunnerBase":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalRunner(RunnerBase):
+    """Run built candidates on this machine, sequentially, in one sandboxed worker process
+    (settings: ``RunnerBase``).
+
+    Kernels use ``$ANSOR_NUM_THREADS`` threads (default: every usable CPU): the worker inherits
+    the tuner's environment as it is when the worker starts (first use, or a restart).
+    """
+
+    def __init__(self, timeout: float = 10, number: int = 3, repeat: int = 1,
+                 min_repeat_ms: float = 100, cooldown_interval: float = 0.0,
+                 enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
+                 memory_limit_gb: float | None = 8.0, warmup_ms: float = 300):
+        super().__init__(timeout=timeout, number=number, repeat=repeat,
+                         min_repeat_ms=min_repeat_ms, cooldown_interval=cooldown_interval,
+                         enable_cpu_cache_flush=enable_cpu_cache_flush,
+                         check_correctness=check_correctness, memory_limit_gb=memory_limit_gb,
+                         warmup_ms=warmup_ms)
+        self._pool: WorkerPool | None = None
+        self._prepared: set[str] = set()  # workloads set up in the current worker incarnation
+        self._prepared_restarts = 0
+
+    @property
+    def pool(self) -> WorkerPool:
+        """The (one-worker) pool, started on first use."""
+        if self._pool is None:
+            limit = None if self.memory_limit_gb is None else int(self.memory_limit_gb * (1 << 30))
+            self._pool = WorkerPool(1, initializer=init_runner_worker, memory_limit_bytes=limit)
+        return self._pool
 
     def _prepare(self, key: str, dag_json: dict) -> str | None:
         """Set the workload up in the worker unless this incarnation already has it; returns an
@@ -381,9 +403,3 @@ class LocalRunner:
             self._pool.close()
             self._pool = None
         self._prepared.clear()
-
-    def __enter__(self) -> "LocalRunner":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

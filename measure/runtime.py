@@ -1,4 +1,7 @@
-"""Process-wide runtime support for compiled kernels: thread count and shared libraries.
+"""Process-wide runtime support for compiled kernels: the thread-count check and shared libraries.
+
+The thread count itself (``num_threads``: ``ANSOR_NUM_THREADS`` or the usable CPUs) is a fact of
+the host, read in ``measure.target`` and re-exported here for the callers that know it here.
 
 Parallel loops call into libgomp (``GOMP_parallel``, ``omp_get_thread_num``,
 ``omp_get_num_threads``); float64 transcendental functions and ``frem`` call libm. Both libraries
@@ -18,45 +21,13 @@ from typing import Iterable, Iterator
 
 import llvmlite.binding as llvm
 
-from .checks import MAX_THREADS
-
-ENV_NUM_THREADS = "ANSOR_NUM_THREADS"
+from .target import ENV_NUM_THREADS, MAX_NUM_THREADS, num_threads, usable_cpus  # noqa: F401
 
 _LOCK = threading.Lock()
 _LOADED: dict[str, str] = {}
 
 
-# Kernels keep the thread count in an i32 and libgomp creates that many threads: far beyond any
-# machine's core count a value is a typo, not a setting.
-MAX_NUM_THREADS = MAX_THREADS  # one bound for the variable and the options (measure.checks)
-
 _warned_oversubscription = False
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux: fall back to the machine's CPU count
-        return max(1, os.cpu_count() or 1)
-
-
-def num_threads() -> int:
-    """Threads for parallel loops: ``$ANSOR_NUM_THREADS`` if set, else the CPUs usable here."""
-    raw = os.environ.get(ENV_NUM_THREADS)
-    if raw is not None and raw.strip() != "":
-        try:
-            n = int(raw.strip())
-        except ValueError:
-            raise ValueError(f"{ENV_NUM_THREADS}={raw!r} is not an integer; set it to a positive "
-                             "thread count or unset it to use every available CPU") from None
-        if n < 1:
-            raise ValueError(f"{ENV_NUM_THREADS}={raw!r} must be a positive thread count")
-        if n > MAX_NUM_THREADS:
-            raise ValueError(f"{ENV_NUM_THREADS}={raw!r}: the thread count must be at most "
-                             f"{MAX_NUM_THREADS} (this machine has {usable_cpus()} usable CPU(s))")
-        return n
-    return usable_cpus()
 
 
 def check_num_threads() -> int:

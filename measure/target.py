@@ -1,4 +1,9 @@
-"""The host compilation target: one native LLVM target machine per process, its identity, O3.
+"""The host: one native LLVM target machine per process, its identity, O3, and the machine facts.
+
+The machine facts - CPU model name, usable cores (the process's affinity mask, not
+``os.cpu_count()``), the thread count kernels run with, cache line and cache sizes - are read here
+and nowhere else; ``host_hardware_params()`` hands them to the search as data, the benchmark
+report (``ansor.bench.timing.machine_info``) names them.
 
 Everything that makes compiled code differ between machines (llvmlite and LLVM versions, triple,
 CPU name and feature string) is summarised by ``toolchain_identity()``; its ``key`` goes into every
@@ -11,15 +16,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import threading
 from functools import lru_cache
 
 import llvmlite
 import llvmlite.binding as llvm
 
-from sketch.hardware import HardwareParams
+from sketch.hardware import CACHE_LINE_BYTES, HardwareParams
 
-from .runtime import num_threads
+from .checks import MAX_THREADS
+
+ENV_NUM_THREADS = "ANSOR_NUM_THREADS"
+# Kernels keep the thread count in an i32 and libgomp creates that many threads: far beyond any
+# machine's core count a value is a typo, not a setting.
+MAX_NUM_THREADS = MAX_THREADS  # one bound for the variable and the options (measure.checks)
 
 _LOCK = threading.Lock()
 _INITIALISED = False
@@ -118,6 +129,50 @@ def vector_bits() -> int:
     return 128
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux: fall back to the machine's CPU count
+        return logical_cpus()
+
+
+def logical_cpus() -> int:
+    """The machine's logical CPUs, whatever this process may use (``usable_cpus``), at least 1."""
+    return max(1, os.cpu_count() or 1)
+
+
+def num_threads() -> int:
+    """Threads for parallel loops: ``$ANSOR_NUM_THREADS`` if set, else the CPUs usable here."""
+    raw = os.environ.get(ENV_NUM_THREADS)
+    if raw is not None and raw.strip() != "":
+        try:
+            n = int(raw.strip())
+        except ValueError:
+            raise ValueError(f"{ENV_NUM_THREADS}={raw!r} is not an integer; set it to a positive "
+                             "thread count or unset it to use every available CPU") from None
+        if n < 1:
+            raise ValueError(f"{ENV_NUM_THREADS}={raw!r} must be a positive thread count")
+        if n > MAX_NUM_THREADS:
+            raise ValueError(f"{ENV_NUM_THREADS}={raw!r}: the thread count must be at most "
+                             f"{MAX_NUM_THREADS} (this machine has {usable_cpus()} usable CPU(s))")
+        return n
+    return usable_cpus()
+
+
+@lru_cache(maxsize=1)
+def cpu_model_name() -> str:
+    """The CPU's marketing name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def _sysconf(name: str) -> int | None:
     """A positive ``os.sysconf`` value, or None where the platform does not report it."""
     try:
@@ -127,22 +182,34 @@ def _sysconf(name: str) -> int | None:
     return v if isinstance(v, int) and v > 0 else None
 
 
+def cache_line_bytes() -> int:
+    """The L1 data cache line size, ``sketch.hardware.CACHE_LINE_BYTES`` where not reported."""
+    return _sysconf("SC_LEVEL1_DCACHE_LINESIZE") or CACHE_LINE_BYTES
+
+
+def cache_bytes() -> dict[str, int | None]:
+    """L1 data, L2 and L3 cache sizes in bytes (None where the OS does not report one)."""
+    return {"l1d": _sysconf("SC_LEVEL1_DCACHE_SIZE"), "l2": _sysconf("SC_LEVEL2_CACHE_SIZE"),
+            "l3": _sysconf("SC_LEVEL3_CACHE_SIZE")}
+
+
 def host_hardware_params() -> HardwareParams:
-    """This machine's HardwareParams: cores = ``runtime.num_threads()`` (``ANSOR_NUM_THREADS``
-    if set, else the usable CPUs), the native vector width, cache line and sizes where the OS
-    reports them. Computed afresh on each call (the thread count follows the environment);
-    raises ``num_threads``'s ValueError for a bad ``ANSOR_NUM_THREADS``."""
+    """This machine's HardwareParams: cores = ``num_threads()`` (``ANSOR_NUM_THREADS`` if set,
+    else the usable CPUs), the native vector width, cache line and sizes where the OS reports
+    them. Computed afresh on each call (the thread count follows the environment); raises
+    ``num_threads``'s ValueError for a bad ``ANSOR_NUM_THREADS``."""
     bits = vector_bits()
     x86 = host_triple().startswith(("x86_64", "i386", "i686"))
+    caches = cache_bytes()
     return HardwareParams(
         num_cores=num_threads(),
         vector_bits=bits,
-        cache_line_bytes=_sysconf("SC_LEVEL1_DCACHE_LINESIZE") or 64,
+        cache_line_bytes=cache_line_bytes(),
         # x86-64: 32 zmm registers with AVX-512, else 16 (ymm/xmm); unknown elsewhere.
         num_vector_registers=(32 if bits == 512 else 16) if x86 else None,
-        l1d_cache_bytes=_sysconf("SC_LEVEL1_DCACHE_SIZE"),
-        l2_cache_bytes=_sysconf("SC_LEVEL2_CACHE_SIZE"),
-        l3_cache_bytes=_sysconf("SC_LEVEL3_CACHE_SIZE"),
+        l1d_cache_bytes=caches["l1d"],
+        l2_cache_bytes=caches["l2"],
+        l3_cache_bytes=caches["l3"],
         target=f"{host_cpu_name()} ({toolchain_key()})",
     )
 

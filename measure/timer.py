@@ -1,4 +1,12 @@
-"""Native timing harness: call a compiled kernel ``number`` times between two clock reads.
+"""How anything is timed: the one timing loop (``time_calls``) and the native harness it drives.
+
+``time_calls(run, ...)`` is the only timing loop: the runner (per candidate), ``Kernel.benchmark``,
+a compiled network's ``benchmark`` and the benchmark suite (``ansor.bench.timing.time_callable``,
+for ours and every in-process peer) all call it, each stating its own warm-up, calls per repeat,
+repeats, minimum repeat length, cache flush and cooldown as parameters, so that one rule decides
+how a figure is taken. ``run(n)`` makes ``n`` back-to-back calls and returns the seconds they took:
+the native harness below (``Timer``) for a kernel on fixed pointers, ``python_calls(fn)`` for any
+Python callable.
 
 Timing a small kernel from Python adds the ctypes call, argument conversion and the interpreter
 loop to every call (microseconds, as much as the kernel itself for small workloads). The harness is
@@ -14,15 +22,18 @@ line, then a fence) so a repeat can start cold.
 from __future__ import annotations
 
 import ctypes
+import math
+import statistics
 import threading
-from typing import Sequence
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import llvmlite.binding as llvm
 
 from . import target
 
 CLOCK_MONOTONIC = 1  # Linux <time.h>
-CACHE_LINE = 64
 
 _LOCK = threading.Lock()
 _HARNESS: dict[object, tuple[object, object]] = {}  # arity / "flush" -> (engine, ctypes function)
@@ -91,7 +102,7 @@ def flush_ir() -> str:
         "  %off = phi i64 [ 0, %entry ], [ %next, %loop ]",
         "  %q = getelementptr i8, ptr %p, i64 %off",
         "  call void @llvm.x86.sse2.clflush(ptr %q)",
-        f"  %next = add i64 %off, {CACHE_LINE}",
+        f"  %next = add i64 %off, {target.cache_line_bytes()}",
         "  %more = icmp slt i64 %next, %n",
         "  br i1 %more, label %loop, label %done",
         "done:",
@@ -140,5 +151,89 @@ def flush(address: int, nbytes: int) -> None:
     if nbytes <= 0:
         return
     fn = _compile("flush", flush_ir(), "ansor_clflush", _FLUSH_PROTO)
-    start = address & ~(CACHE_LINE - 1)
+    start = address & ~(target.cache_line_bytes() - 1)
     fn(start, address + nbytes - start)
+
+
+# ---- the timing loop ----------------------------------------------------------------------------
+
+# ``run(n)``: make ``n`` back-to-back calls, return the seconds they took.
+RunCalls = Callable[[int], float]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What ``time_calls`` measured: ``samples`` are seconds per call, one per repeat;
+    ``number`` the calls per repeat (after any growth in the first repeat)."""
+
+    samples: tuple[float, ...]
+    number: int
+
+    @property
+    def median(self) -> float:
+        return float(statistics.median(self.samples))
+
+    @property
+    def mean(self) -> float:
+        return float(statistics.fmean(self.samples))
+
+    @property
+    def best(self) -> float:
+        return float(min(self.samples))
+
+
+def python_calls(fn: Callable[[], object]) -> RunCalls:
+    """``run(n)`` for a Python callable: ``n`` calls of ``fn()`` between two ``perf_counter``
+    reads (the interpreter loop is timed with it: the figure is what a Python caller pays)."""
+    def run(number: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        return time.perf_counter() - t0
+    return run
+
+
+def time_calls(run: RunCalls, *, repeat: int, number: int = 1, min_repeat_ms: float = 0.0,
+               warmup_s: float = 0.0, first_estimate: float | None = None,
+               before_repeat: Callable[[], None] | None = None,
+               cooldown_s: float = 0.0) -> Timing:
+    """Time ``run``: warm up, then ``repeat`` repeats of ``number`` calls.
+
+    * warm-up: batches of calls doubling in size until ``warmup_s`` seconds (as ``run`` reports
+      them) are spent; it also estimates one call's time (an idle vCPU runs ~2.5x slower for its
+      first ~250 ms of work, and page faults and thread-pool start-up land there too);
+    * ``number`` grows from that estimate (or ``first_estimate``, seconds of one call already
+      made) so that a repeat lasts at least ``min_repeat_ms``; if the first repeat still falls
+      short (an estimate from cold calls can be off) it grows and that repeat is redone, as TVM's
+      time_evaluator does. ``min_repeat_ms`` 0 keeps ``number`` as given;
+    * ``before_repeat`` (e.g. a cache flush) runs before each timed repeat, redone ones too;
+      ``cooldown_s`` seconds pass between repeats.
+    """
+    min_repeat_s = max(0.0, float(min_repeat_ms)) / 1e3
+    number = max(1, int(number))
+    warm_s = max(0.0, float(warmup_s))
+    per_call = first_estimate
+    if warm_s > 0:
+        calls, spent, batch = 0, 0.0, 1
+        while spent < warm_s:
+            spent += run(batch)
+            calls += batch
+            per_call = spent / calls
+            batch = max(1, min(batch * 2, math.ceil((warm_s - spent) / max(per_call, 1e-9))))
+    if per_call is not None and min_repeat_s > 0:
+        number = max(number, math.ceil(min_repeat_s / max(per_call, 1e-9)))
+    cooldown = max(0.0, float(cooldown_s))
+    samples: list[float] = []
+    for r in range(max(1, int(repeat))):
+        if r and cooldown:
+            time.sleep(cooldown)
+        while True:
+            if before_repeat is not None:
+                before_repeat()
+            elapsed = run(number)
+            if elapsed >= min_repeat_s or samples:
+                break
+            number = max(number + 1,
+                         math.ceil(number * min(min_repeat_s / max(elapsed, 1e-9), 1e6) * 1.1))
+        samples.append(elapsed / number)
+    return Timing(tuple(samples), number)

@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The cache-line size assumed where the machine does not report its own (``measure.target`` reads
+# the real one): 64 bytes on every x86-64 CPU. Also the one fixed line size of what must not vary
+# from one machine to the next: the alignment of buffers we allocate (``measure.buffers``) and the
+# cost model's features (``cost_model.feature_schema``), which a pretrained model was fitted on.
+CACHE_LINE_BYTES = 64
+
 
 @dataclass(frozen=True)
 class HardwareParams:
@@ -23,7 +29,7 @@ class HardwareParams:
 
     num_cores: int
     vector_bits: int = 128
-    cache_line_bytes: int = 64
+    cache_line_bytes: int = CACHE_LINE_BYTES
     num_vector_registers: int | None = None
     l1d_cache_bytes: int | None = None
     l2_cache_bytes: int | None = None

@@ -30,6 +30,7 @@ from compute import expr as E
 from compute.dtype import nbytes
 from compute.tensor import ComputeOp
 
+from .hardware import CACHE_LINE_BYTES
 from .loop_state import InvalidStepError, SplitRel, Stage, State
 from .transform_steps import (AnnotationStep, CacheReadStep, CacheWriteStep, PackStep, ReorderStep,
                               RfactorStep, SplitStep)
@@ -67,7 +68,8 @@ def block_transposing_packs(state: State, rng: random.Random | None = None,
     docstring); a pack whose loops the schedule already changed, or of one lane, is left as is."""
     if params is not None and not params.block_transposing_packs:
         return state
-    line = (params.cache_line_bytes if params is not None and params.cache_line_bytes else 64)
+    line = (params.cache_line_bytes if params is not None and params.cache_line_bytes
+            else CACHE_LINE_BYTES)
     for sid, st in enumerate(state.stages):
         if st.compute_at == "inline" or not transposes(st.op) or is_blocked(st):
             continue

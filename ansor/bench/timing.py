@@ -15,11 +15,9 @@ crashes, times out or writes nothing yields ``{"error": "..."}`` instead.
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,27 +48,15 @@ DEFAULT_WARMUP_S = 0.6
 def time_callable(fn: Callable[[], Any], repeat: int = DEFAULT_REPEAT,
                   min_repeat_ms: float = DEFAULT_MIN_REPEAT_MS,
                   warmup_s: float = DEFAULT_WARMUP_S) -> dict:
-    """Time ``fn()``: warm up for ``warmup_s``, then ``repeat`` repeats of ``number`` calls, each
-    repeat lasting at least ``min_repeat_ms``. Returns ``{"seconds": median seconds per call,
-    "repeats": [seconds per call of each repeat], "number": calls per repeat}``."""
-    calls = 0
-    t0 = time.perf_counter()
-    t_end = t0 + warmup_s
-    while True:
-        fn()
-        calls += 1
-        now = time.perf_counter()
-        if now >= t_end:
-            break
-    per_call = max((now - t0) / calls, 1e-9)
-    number = max(1, math.ceil(min_repeat_ms / 1e3 / per_call))
-    times = []
-    for _ in range(max(1, repeat)):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t0) / number)
-    return {"seconds": statistics.median(times), "repeats": times, "number": number}
+    """Time ``fn()`` with the one timing loop (``measure.timer.time_calls``): warm up for
+    ``warmup_s``, then ``repeat`` repeats of ``number`` calls, each repeat lasting at least
+    ``min_repeat_ms``. Returns ``{"seconds": median seconds per call, "repeats": [seconds per
+    call of each repeat], "number": calls per repeat}``."""
+    from measure import timer  # noqa: PLC0415 - see machine_info: workers import this module
+
+    t = timer.time_calls(timer.python_calls(fn), repeat=repeat, min_repeat_ms=min_repeat_ms,
+                         warmup_s=warmup_s)
+    return {"seconds": t.median, "repeats": list(t.samples), "number": t.number}
 
 
 def job_timing(job: dict) -> dict:
@@ -176,15 +162,10 @@ def run_fresh(argv: Sequence[str], threads: int, timeout: float | None = 600.0,
 
 
 def cpu_name() -> str:
-    """The CPU's marketing name (``/proc/cpuinfo``), else what ``platform`` knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    """The CPU's marketing name: ``measure.target.cpu_model_name``, where machine facts are read."""
+    from measure import target  # noqa: PLC0415 - see machine_info
+
+    return target.cpu_model_name()
 
 
 def _dist_version(dist: str) -> str | None:
@@ -198,21 +179,27 @@ def _dist_version(dist: str) -> str | None:
 
 
 def machine_info() -> dict:
-    """Where and with what a figure was measured: date, machine, CPU, versions. TVM's version is
-    not here: importing TVM is left to its own subprocess (``peers_tvm``)."""
+    """Where and with what a figure was measured: date, machine, CPU (``measure.target``'s facts),
+    versions. TVM's version is not here: importing TVM is left to its own subprocess
+    (``peers_tvm``)."""
     # Imported here: the rest of this module is stdlib only, so that the fresh-process workers
     # and the ``ansor`` command line, which import it, do not pay for what only reports need.
     import llvmlite
     import llvmlite.binding as llvm
     import numpy
 
+    from measure import target  # noqa: PLC0415 - as above: LLVM, only for reports
+
     info = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "machine": platform.machine(),
         "system": f"{platform.system()} {platform.release()}",
-        "cpu": cpu_name(),
-        "llvm_cpu": llvm.get_host_cpu_name(),
-        "logical_cpus": os.cpu_count(),
+        "cpu": target.cpu_model_name(),
+        "llvm_cpu": target.host_cpu_name(),
+        "logical_cpus": target.logical_cpus(),
+        # What a measurement could use: the affinity mask (a container or taskset narrows it).
+        "usable_cpus": target.usable_cpus(),
+        "cache_line_bytes": target.cache_line_bytes(),
         "versions": {
             "python": platform.python_version(),
             "numpy": numpy.__version__,

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +47,7 @@ from .ir import Graph, GraphError, TensorType, display_name
 from .layout_tuning import TransformKey, check_layouts, chosen_layouts, transform_state
 from .layouts import NHWC, lower_group_in_layout
 from .memory_plan import check_graph_memory
+from .module_benchmark import benchmark_calls
 from .tasks import constant_positions, lower_groups, tasks_from_groups
 from .untuned import untuned_schedule
 
@@ -132,32 +132,7 @@ class NetworkModule:
         """Median seconds per inference (``mean``), the executor's own dispatch cost per inference
         (``overhead``: the same loop of calls with a native no-op in place of each kernel) and its
         share of ``mean`` (``overhead_share``); ``kernels`` is the number of kernel calls."""
-        self._execute()
-        t_end = time.perf_counter() + warmup_ms / 1e3
-        while time.perf_counter() < t_end:
-            self._execute()
-        t0 = time.perf_counter()
-        self._execute()
-        one = max(time.perf_counter() - t0, 1e-6)
-        number = max(1, int(min_repeat_ms / 1e3 / one))
-        times = []
-        for _ in range(max(1, repeat)):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                self._execute()
-            times.append((time.perf_counter() - t0) / number)
-        mean = float(np.median(times))
-        # Dispatch cost: the same loop over the calls with a no-op in place of each kernel.
-        noops: dict[int, Any] = {}
-        calls = [(noops.setdefault(len(ptrs), _native_noop(len(ptrs))), ptrs) for _, ptrs in self._calls]
-        t0 = time.perf_counter()
-        reps = 200
-        for _ in range(reps):
-            for fn, ptrs in calls:
-                fn(*ptrs)
-        overhead = (time.perf_counter() - t0) / reps
-        return {"mean": mean, "overhead": overhead, "overhead_share": overhead / mean if mean else 0.0,
-                "kernels": len(self._calls)}
+        return benchmark_calls(self._calls, repeat, min_repeat_ms, warmup_ms)
 
     # ---- export / load --------------------------------------------------------------------
     def export(self, path: str | os.PathLike) -> Path:
@@ -191,17 +166,6 @@ class NetworkModule:
         np.savez(out / "weights.npz", **self._consts)
         (out / "module.json").write_text(json.dumps(meta))
         return out
-
-
-def _native_noop(nargs: int) -> Any:
-    """libc's ``labs`` behind a prototype of ``nargs`` pointers: a native call that does
-    nothing, to time what ctypes dispatch alone costs (extra register arguments are ignored)."""
-    import ctypes
-    import ctypes.util
-
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-    addr = ctypes.cast(libc.labs, ctypes.c_void_p).value
-    return ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nargs))(addr)
 
 
 def _plan_buffers(order: list[tuple[str, list[str]]], types: Mapping[str, TensorType], keep: set[str]

@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 
 from compute.compute_dag import ComputeDAG
-from measure.builder import LocalBuilder
 from measure.local import measure_batch
 from measure.measure import MeasureInput
-from measure.runner import LocalRunner
+from measure.measurers import LOCAL, Measurers
+from measure.protocols import Builder, Runner
 from measure.target import host_hardware_params, toolchain_key
 from sketch.hardware import HardwareParams
 
@@ -210,7 +210,8 @@ def transform_state(key: TransformKey) -> Any:
     return untuned_schedule(transform_dag(key))[0]
 
 
-def measure_transforms(keys: Sequence[TransformKey], builder: Any = None, runner: Any = None,
+def measure_transforms(keys: Sequence[TransformKey], builder: Builder | None = None,
+                       runner: Runner | None = None,
                        repeats: int = 3) -> dict[TransformKey, float]:
     """Seconds per call of each transform kernel, built and timed like a tuning candidate
     (``LocalBuilder``/``LocalRunner`` unless given), ``repeats`` times, the median kept (one
@@ -220,21 +221,15 @@ def measure_transforms(keys: Sequence[TransformKey], builder: Any = None, runner
         return {}
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"measure_transforms repeats must be a positive integer, got {repeats!r}")
-    own_b, own_r = builder is None, runner is None
-    builder = builder if builder is not None else LocalBuilder()
-    runner = runner if runner is not None else LocalRunner()
     samples: dict[TransformKey, list[float]] = {k: [] for k in keys}
-    try:
+    with Measurers(builder if builder is not None else LOCAL,
+                   runner if runner is not None else LOCAL) as m:
         inputs = [MeasureInput(SearchTask(tensors=transform_dag(k), desc=k.desc()), transform_state(k))
                   for k in keys]
         for _ in range(repeats):
-            for k, r in zip(keys, measure_batch(inputs, builder, runner)):
+            for k, r in zip(keys, measure_batch(inputs, m.builder, m.runner)):
                 ok = r.ok and bool(r.costs) and math.isfinite(r.mean_cost)
                 samples[k].append(float(r.mean_cost) if ok else math.inf)
-    finally:
-        for m, own in ((builder, own_b), (runner, own_r)):
-            if own and hasattr(m, "close"):
-                m.close()
     return {k: float(np.median(v)) for k, v in samples.items()}
 
 
@@ -427,7 +422,8 @@ def build_problem(graph: Graph, variants: Sequence[GroupVariants], group_costs: 
     return LayoutProblem(tuple(nodes), node_costs, edges)
 
 
-def solve_layouts(graph: Graph, log_file: str | os.PathLike, builder: Any = None, runner: Any = None,
+def solve_layouts(graph: Graph, log_file: str | os.PathLike, builder: Builder | None = None,
+                  runner: Runner | None = None,
                   hw: HardwareParams | None = None, record: bool = True) -> LayoutChoice:
     """Pick each group's layout from the variants' best times in ``log_file`` and the transform
     costs (cached in the sidecar; the missing ones measured now and appended), solve, and append
