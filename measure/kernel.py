@@ -2,9 +2,10 @@
 
 Compilation and loading are split so measurement can compile in worker processes:
 ``compile_object`` produces a picklable ``CompiledObject`` (object code plus what is needed to
-check arguments), ``load`` links it into an MCJIT engine in the current process, ``build_func``
-does both. A ``Kernel`` checks every argument (count, type, dtype, shape, contiguity,
-writeability, overlap) before calling through ctypes, which releases the GIL for the call.
+check arguments; the object code comes from ``measure.compile_cache``), ``load`` links it into
+an MCJIT engine in the current process, ``build_func`` does both. A ``Kernel`` checks every
+argument (count, type, dtype, shape, contiguity, writeability, overlap) before calling through
+ctypes, which releases the GIL for the call.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import numpy as np
 from compute import dtype as dt
 from compute import loop_ir as L
 
-from . import runtime, target
+from . import compile_cache, runtime, target
 from .codegen import NUM_THREADS_GLOBAL, codegen, kernel_symbol, written_buffers
 from .codegen.workspace import WORKSPACE_RELEASE
 from .buffers import aligned_copy, aligned_zeros
@@ -50,29 +51,19 @@ class CompiledObject:
     packed_args: tuple = ()
 
 
-def _parse(ir: str) -> llvm.ModuleRef:
-    mod = llvm.parse_assembly(ir)
-    mod.verify()
-    return mod
-
-
 def compile_object(func: L.PrimFunc) -> CompiledObject:
-    """Lower ``func`` to LLVM IR, optimise at O3 and emit host object code."""
+    """Lower ``func`` to LLVM IR and compile it to host object code at O3 (through the compile
+    cache: a module compiled before, by any process, is read back instead)."""
     t0 = time.perf_counter()
     ir = codegen(func)
-    t1 = time.perf_counter()
-    mod = _parse(ir)
-    t2 = time.perf_counter()
-    target.optimize(mod)
-    t3 = time.perf_counter()
-    obj = target.target_machine().emit_object(mod)
-    t4 = time.perf_counter()
+    timings = {"codegen": time.perf_counter() - t0}
+    obj = compile_cache.object_code(ir, timings)
     written = written_buffers(func)
     args = tuple(ArgSpec(b.name, b.shape, b.dtype, b.uid in written) for b in func.params)
     return CompiledObject(
-        name=kernel_symbol(func.name), object_code=bytes(obj), llvm_ir=ir, args=args,
-        toolchain_key=target.toolchain_key(), compile_seconds=t4 - t0,
-        timings={"codegen": t1 - t0, "parse": t2 - t1, "optimize": t3 - t2, "emit": t4 - t3})
+        name=kernel_symbol(func.name), object_code=obj, llvm_ir=ir, args=args,
+        toolchain_key=target.toolchain_key(), compile_seconds=time.perf_counter() - t0,
+        timings=timings)
 
 
 class Kernel:
@@ -130,7 +121,7 @@ class Kernel:
 
     def _optimized_module(self) -> llvm.ModuleRef:
         # Recompiled on demand: the pipeline is deterministic, so this is what the object holds.
-        mod = _parse(self.compiled.llvm_ir)
+        mod = target.parse(self.compiled.llvm_ir)
         target.optimize(mod)
         return mod
 
