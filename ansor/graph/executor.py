@@ -43,7 +43,7 @@ from sketch.layout_rewrite import pack_array
 from sketch.search_params import SearchParams
 
 from ..build_module import build
-from ..records import best_record
+from ..records import best_records
 from .ir import Graph, GraphError, TensorType, display_name
 from .layout_tuning import TransformKey, check_layouts, chosen_layouts, transform_state
 from .layouts import NHWC, lower_group_in_layout
@@ -281,8 +281,7 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
     states: dict[int, Any] = {}
     missing: list[int] = []  # tasks without a record
     if log_file is not None:
-        for ti, t in enumerate(tasks):
-            best = best_record(log_file, t)
+        for ti, best in enumerate(best_records(log_file, tasks)):  # one pass over the log
             if best is not None:
                 states[ti] = best[0].state
     missing = [ti for ti in range(len(tasks)) if ti not in states]
