@@ -1,6 +1,7 @@
 """``ansor.build``: from tensors, a DAG or a tuned schedule to a callable native kernel."""
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING, Sequence, Union
 
@@ -9,6 +10,7 @@ from compute.tensor import Tensor
 from sketch.loop_state import State
 from sketch.layout_rewrite import check_positions, lower_pre_packed
 from sketch.lower import lower
+from sketch.transform_steps import steps_to_json
 
 if TYPE_CHECKING:
     from measure.kernel import Kernel
@@ -50,13 +52,31 @@ def build(target: Buildable, name: str | None = None,
     # not corrupt or crash the caller's process. Indices read from tensors depend on the arrays
     # of each call, so only the caller can keep those in range.
     state.dag.check_bounds(data_dependent=False)
-    from measure.kernel import build_func  # LLVM starts only when something is built
+    # LLVM starts only when something is built:
+    from measure.compile_cache import cached, code_identity  # noqa: PLC0415 - as said above
+    from measure.kernel import compile_object, compiled_from_bytes, compiled_to_bytes, load  # noqa: PLC0415
 
-    if layout_rewrite_inputs:
-        positions = check_positions(layout_rewrite_inputs, len(state.dag.tensors), "layout_rewrite_inputs")
-        func, packed = lower_pre_packed(state, positions, name or _func_name(state.dag))
-        kernel = build_func(func)
-        kernel.compiled.packed_args = packed
-        return kernel
-    func = lower(state, name or _func_name(state.dag))
-    return build_func(func)
+    name = name or _func_name(state.dag)
+    positions = (check_positions(layout_rewrite_inputs, len(state.dag.tensors), "layout_rewrite_inputs")
+                 if layout_rewrite_inputs else ())
+    made: list = []
+
+    def make() -> bytes:
+        if positions:
+            func, packed = lower_pre_packed(state, positions, name)
+        else:
+            func, packed = lower(state, name), ()
+        made.append(compile_object(func))
+        made[-1].packed_args = packed
+        return compiled_to_bytes(made[-1])
+
+    # A kernel built before from the same computation, schedule and code is read back whole,
+    # skipping lowering and code generation as well as LLVM (measure.compile_cache).
+    try:
+        text = json.dumps({"dag": state.dag.to_json(), "steps": steps_to_json(state.steps), "name": name,
+                           "rewrite": list(positions), "code": code_identity()}, sort_keys=True)
+    except (TypeError, ValueError):  # a computation without a JSON form: built every time
+        make()
+        return load(made[-1])
+    compiled, hit = cached("kernel", text, make, compiled_from_bytes)
+    return load(compiled if hit else made[-1])  # a fresh build keeps its compile timings

@@ -3,21 +3,23 @@
 LLVM's O3 pipeline and object emission (``target.compile_ir``) are most of the time of building
 a network, and resume, re-measurement, ``compile_network`` and ``ansor network run`` compile the
 same modules again and again. ``object_code(ir)`` returns the object code of a module compiled
-before, by this process or another one, from disk.
+before, by this process or another one, from disk. ``cached(kind, text, make, decode)`` is the
+same store for other bytes (``ansor.build`` keeps a whole compiled kernel by its schedule there,
+skipping lowering and code generation too; its text includes ``code_identity()``).
 
-Key: the SHA-256 of ``FORMAT``, the toolchain identity (llvmlite and LLVM versions, triple, CPU
-name and features: ``target.toolchain_identity``), the optimisation pipeline and target machine
-options (``target.PIPELINE``, ``target.MACHINE_OPTIONS``) and the IR text: whatever can change
-the machine code changes the key.
+Key: the SHA-256 of ``FORMAT``, the entry's kind, the toolchain identity (llvmlite and LLVM
+versions, triple, CPU name and features: ``target.toolchain_identity``), the optimisation
+pipeline and target machine options (``target.PIPELINE``, ``target.MACHINE_OPTIONS``) and the
+text (the IR): whatever can change the machine code changes the key.
 
 Storage is joblib's ``Memory``: a directory per entry (named by joblib's hash of the key),
 writes through a temporary file and a rename so concurrent processes (the builder's workers)
-can share the cache, the memoised function's code recorded (a change of ``_compile`` drops the
+can share the cache, the memoised function's code recorded (a change of ``_make`` drops the
 old entries) and ``reduce_size``, which keeps the size bound by dropping the least recently used
 entries. joblib pickles results, and unpickling runs code: an entry on disk is input, so the
 store backend is ours (``ObjectCodeStore``) and holds raw bytes only - a magic line, the SHA-256
-of the object code, the object code. Anything else (truncated, corrupted, another format) is a
-miss, compiled and written again.
+of the payload, the payload. Anything else (truncated, corrupted, another format) is a miss,
+made and written again.
 
 Configuration: ``$ANSOR_CACHE_DIR`` (default ``$XDG_CACHE_HOME/ansor-py/compile``, else
 ``~/.cache/ansor-py/compile``), ``ANSOR_CACHE_DIR=off`` to disable it, ``$ANSOR_CACHE_MAX_MB``
@@ -29,17 +31,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import threading
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from functools import lru_cache
+from typing import Any, Callable, TypeVar
 
+import numpy as np
 from joblib import Memory, register_store_backend
 from joblib._store_backends import FileSystemStoreBackend
 
+import compute
+import sketch
+
 from . import target
+
+T = TypeVar("T")
 
 ENV_DIR = "ANSOR_CACHE_DIR"
 ENV_MAX_MB = "ANSOR_CACHE_MAX_MB"
@@ -69,9 +79,9 @@ class Stats:
 
 _LOCK = threading.Lock()
 _STATS = Stats()
-_MEMORIES: dict[str, tuple[Memory, Any]] = {}  # cache directory -> (Memory, memoised _compile)
+_MEMORIES: dict[str, tuple[Memory, Any]] = {}  # cache directory -> (Memory, memoised _make)
 _UNUSABLE: set[str] = set()  # directories warned about once and not used
-_THREAD = threading.local()  # per call: did _compile run, the stage timings to fill
+_THREAD = threading.local()  # per cached() call: did _make run
 
 
 def encode_entry(obj: bytes) -> bytes:
@@ -127,21 +137,23 @@ class ObjectCodeStore(FileSystemStoreBackend):
 register_store_backend(BACKEND, ObjectCodeStore)
 
 
-class _CompileError(Exception):
-    """Carries an exception of the compiler itself through joblib, to tell it from the cache's."""
+class _MakeError(Exception):
+    """Carries an exception of the producer (the compiler) through joblib, to tell it from the
+    cache's own."""
 
     def __init__(self, error: BaseException):
         super().__init__(str(error))
         self.error = error
 
 
-def _compile(key: str, ir: str) -> bytes:
-    """The memoised function: joblib hashes ``key`` only (``ir`` is ignored: the key covers it)."""
-    _THREAD.compiled = True
+def _make(key: str, make: Callable[[], bytes]) -> bytes:
+    """The memoised function: joblib hashes ``key`` only (``make``, which produces the bytes -
+    compiles - on a miss, is ignored: the key covers what it makes)."""
+    _THREAD.made = True
     try:
-        return target.compile_ir(ir, getattr(_THREAD, "timings", None))
-    except Exception as e:  # noqa: BLE001 - re-raised unchanged by object_code
-        raise _CompileError(e) from e
+        return make()
+    except Exception as e:  # noqa: BLE001 - re-raised unchanged by cached()
+        raise _MakeError(e) from e
 
 
 def cache_dir() -> Path | None:
@@ -183,14 +195,29 @@ def _warn_once(what: str, message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def cache_key(ir: str) -> str:
-    """The hex SHA-256 that names ``ir``'s object code on this toolchain."""
-    head = json.dumps({"format": FORMAT, "toolchain": target.toolchain_identity(),
+def cache_key(kind: str, text: str) -> str:
+    """The hex SHA-256 that names the entry of ``text`` (an LLVM module for "object", or what a
+    caller builds from) on this toolchain, pipeline and cache format."""
+    head = json.dumps({"format": FORMAT, "kind": kind, "toolchain": target.toolchain_identity(),
                        "pipeline": target.PIPELINE, "machine": target.MACHINE_OPTIONS},
                       sort_keys=True)
     h = hashlib.sha256(head.encode())
     h.update(b"\0")
-    h.update(ir.encode())
+    h.update(text.encode())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def code_identity() -> str:
+    """A SHA-256 of the code that turns a schedule into machine code (every source file of
+    ``compute``, ``sketch`` and ``measure``) and of the Python and numpy versions: a key made
+    from a schedule rather than from IR text must change whenever that code does."""
+    h = hashlib.sha256(f"{sys.version}\0{np.__version__}".encode())
+    for name, base in (("compute", Path(compute.__file__).parent), ("sketch", Path(sketch.__file__).parent),
+                       ("measure", Path(__file__).parent)):
+        for path in sorted(base.rglob("*.py")):
+            h.update(f"\0{name}/{path.relative_to(base).as_posix()}\0".encode())
+            h.update(path.read_bytes())
     return h.hexdigest()
 
 
@@ -220,32 +247,44 @@ def _memoised(root: Path) -> tuple[Memory, Any] | None:
                    f"compiling without it (set {ENV_DIR} to a private directory, or to 'off')")
         return None
     memory = Memory(str(root), backend=BACKEND, verbose=0)
-    entry = (memory, memory.cache(_compile, ignore=["ir"]))
+    entry = (memory, memory.cache(_make, ignore=["make"]))
     with _LOCK:
         return _MEMORIES.setdefault(key, entry)
 
 
-def object_code(ir: str, timings: dict | None = None) -> bytes:
-    """The host object code of LLVM module ``ir``: from the cache, else compiled
-    (``target.compile_ir``) and stored. ``timings`` receives "cache" (seconds of the lookup) on
-    a hit, the compile stages otherwise. Errors of the compiler propagate unchanged; a cache
-    that cannot be used (unwritable, broken) only costs the compile."""
+def _decoded(decode: Callable[[bytes], T | None], data: Any) -> T | None:
+    if not isinstance(data, bytes):
+        return None
+    try:
+        return decode(data)
+    except Exception:  # noqa: BLE001 - an entry that does not decode is a miss
+        return None
+
+
+def cached(kind: str, text: str, make: Callable[[], bytes],
+           decode: Callable[[bytes], T | None]) -> tuple[T, bool]:
+    """``(decode(entry), hit)`` for the entry of ``(kind, text)``: read from the cache, else
+    made by ``make()`` and stored. An entry that ``decode`` refuses (None or an exception) is
+    made and written again. Errors of ``make`` propagate unchanged; a cache that cannot be used
+    (unwritable, broken) only costs the ``make``."""
     root = cache_dir()
     found = _memoised(root) if root is not None else None
     if found is None:
-        obj = target.compile_ir(ir, timings)
+        value = decode(make())
         with _LOCK:
             _STATS.compiled += 1
-        return obj
-    memory, cached = found
-    key = cache_key(ir)
-    t0 = time.perf_counter()
-    _THREAD.compiled, _THREAD.timings = False, timings
+        return value, False
+    memory, memo = found
+    key = cache_key(kind, text)
+    outer = getattr(_THREAD, "made", False)  # cached() calls nest: a kernel's make compiles IR
+    _THREAD.made = False
     try:
-        obj = cached(key, ir)
-        if not isinstance(obj, bytes):  # an unreadable entry: compile and write it again
-            obj, _ = cached.call(key, ir)
-    except _CompileError as e:
+        value = _decoded(decode, memo(key, make))
+        if value is None:  # not there intact: make it and write it again
+            data, _ = memo.call(key, make)
+            value = decode(data)
+        made = _THREAD.made
+    except _MakeError as e:
         raise e.error from None
     except Exception as e:  # noqa: BLE001 - the cache's own failure must not fail the compile
         _warn_once(f"{root}:broken", f"compile cache {root} failed ({type(e).__name__}: {e}); "
@@ -253,19 +292,28 @@ def object_code(ir: str, timings: dict | None = None) -> bytes:
         with _LOCK:
             _UNUSABLE.add(str(root))
             _MEMORIES.pop(str(root), None)
-        return object_code(ir, timings)
+        return cached(kind, text, make, decode)
     finally:
-        compiled, _THREAD.timings = _THREAD.compiled, None
+        _THREAD.made = outer
     with _LOCK:
-        if compiled:
+        if made:
             _STATS.compiled += 1
             evict = _STATS.stored % _EVICT_EVERY == 1
         else:
             _STATS.hits += 1
             evict = False
-    if compiled and evict:
+    if evict:
         _trim(memory)
-    elif not compiled and timings is not None:
+    return value, not made
+
+
+def object_code(ir: str, timings: dict | None = None) -> bytes:
+    """The host object code of LLVM module ``ir``: from the cache, else compiled
+    (``target.compile_ir``) and stored. ``timings`` receives "cache" (seconds of the lookup) on
+    a hit, the compile stages otherwise. Errors of the compiler propagate unchanged."""
+    t0 = time.perf_counter()
+    obj, hit = cached("object", ir, lambda: target.compile_ir(ir, timings), bytes)
+    if hit and timings is not None:
         timings["cache"] = time.perf_counter() - t0
     return obj
 

@@ -10,6 +10,7 @@ ctypes, which releases the GIL for the call.
 from __future__ import annotations
 
 import ctypes
+import json
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import numpy as np
 
 from compute import dtype as dt
 from compute import loop_ir as L
+from sketch.layout_rewrite import PackedArg
 
 from . import compile_cache, runtime, target
 from .codegen import NUM_THREADS_GLOBAL, codegen, kernel_symbol, written_buffers
@@ -64,6 +66,57 @@ def compile_object(func: L.PrimFunc) -> CompiledObject:
         name=kernel_symbol(func.name), object_code=obj, llvm_ir=ir, args=args,
         toolchain_key=target.toolchain_key(), compile_seconds=time.perf_counter() - t0,
         timings=timings)
+
+
+def compiled_to_bytes(c: CompiledObject) -> bytes:
+    """``c`` as bytes, without pickle (the compile cache keeps whole kernels so):
+    a 4-byte header length, a JSON header, the IR text, the object code."""
+    ir = c.llvm_ir.encode()
+    head = json.dumps({"name": c.name, "toolchain": c.toolchain_key, "ir": len(ir),
+                       "args": [[a.name, list(a.shape), a.dtype, a.written] for a in c.args],
+                       "packed": [p.to_json() for p in c.packed_args]}).encode()
+    return len(head).to_bytes(4, "little") + head + ir + c.object_code
+
+
+def _ints(v: Any) -> tuple[int, ...]:
+    if not isinstance(v, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in v):
+        raise ValueError(f"not a list of ints: {v!r}")
+    return tuple(v)
+
+
+def compiled_from_bytes(data: bytes) -> CompiledObject:
+    """The kernel ``compiled_to_bytes`` wrote; ValueError for anything else, or for another
+    toolchain's kernel."""
+    try:
+        return _compiled_from_bytes(data)
+    except (KeyError, TypeError, UnicodeDecodeError) as e:
+        raise ValueError(f"not a compiled kernel: {type(e).__name__}: {e}") from None
+
+
+def _compiled_from_bytes(data: bytes) -> CompiledObject:
+    n = int.from_bytes(data[:4], "little")
+    head = json.loads(data[4:4 + n])
+    if not isinstance(head, dict) or head.get("toolchain") != target.toolchain_key():
+        raise ValueError("not a kernel of this toolchain")
+    name, n_ir = head["name"], head["ir"]
+    if not isinstance(name, str) or not isinstance(n_ir, int) or not 0 < n_ir < len(data) - 4 - n:
+        raise ValueError("bad kernel header")
+    args = []
+    for a in head["args"]:
+        if not (isinstance(a, list) and len(a) == 4 and isinstance(a[0], str) and isinstance(a[2], str)
+                and isinstance(a[3], bool)):
+            raise ValueError(f"bad argument {a!r}")
+        args.append(ArgSpec(a[0], _ints(a[1]), a[2], a[3]))
+    packed = []
+    for p in head["packed"]:
+        if not (isinstance(p, list) and len(p) == 6 and isinstance(p[1], str) and isinstance(p[5], str)):
+            raise ValueError(f"bad packed argument {p!r}")
+        position, dim, block = _ints([p[0], p[3], p[4]])
+        packed.append(PackedArg(position, p[1], _ints(p[2]), dim, block, p[5]))
+    ir = data[4 + n:4 + n + n_ir].decode()
+    return CompiledObject(name=name, object_code=data[4 + n + n_ir:], llvm_ir=ir, args=tuple(args),
+                          toolchain_key=target.toolchain_key(), compile_seconds=0.0,
+                          packed_args=tuple(packed))
 
 
 class Kernel:

@@ -199,3 +199,73 @@ def test_two_processes_fill_one_cache_concurrently(cache, tmp_path):
         obj = compile_cache.object_code(ir)
         assert hashlib.sha256(obj).hexdigest() == digests[0][ir] == digests[1][ir]
     assert calls == [], "entries written by the two processes were not all reused"
+
+
+# ---- whole kernels by schedule (ansor.build) -----------------------------------------------------
+
+def _gemm_state(split: int):
+    from compute.ops import workloads as W
+    from compute.compute_dag import ComputeDAG
+
+    dag = ComputeDAG(W.matmul(16, 8, 4))
+    s = dag.init_state()
+    return dag, s.split(dag.output_ops[0].name, "i", [split])
+
+
+def test_a_built_kernel_is_read_back_without_lowering(cache, monkeypatch):
+    import ansor
+    from ansor import build_module
+    from compute.reference import evaluate, random_inputs
+
+    root, calls = cache
+    lowered = []
+    real_lower = build_module.lower
+    monkeypatch.setattr(build_module, "lower", lambda *a, **k: lowered.append(1) or real_lower(*a, **k))
+    dag, state = _gemm_state(4)
+    first = ansor.build(state)
+    assert len(lowered) == 1 and len(calls) == 1 and "optimize" in first.compiled.timings
+    second = ansor.build(state)
+    assert len(lowered) == 1 and len(calls) == 1, "a kernel built before was lowered or compiled again"
+    assert second.compiled.object_code == first.compiled.object_code
+    assert second.llvm_ir == first.llvm_ir and second.args == first.args
+    ins = random_inputs(dag, seed=0)
+    out = np.zeros(second.args[-1].shape, np.float32)
+    second(*ins, out)
+    np.testing.assert_allclose(out, evaluate(dag, ins)[0], rtol=1e-5)
+    ansor.build(_gemm_state(2)[1])  # another schedule
+    assert len(lowered) == 2
+    monkeypatch.setattr(compile_cache, "code_identity", lambda: "other code")
+    ansor.build(state)  # the same schedule, but other code to lower it: built again
+    assert len(lowered) == 3
+
+
+def test_a_pre_packed_kernel_keeps_its_packed_arguments(cache):
+    import ansor
+    from tests.sketch.test_layout_rewrite import _packed_states
+    from tests.sketch.test_pack import packed_gemm
+
+    dag, _ = packed_gemm(4, 32, 8, (4, 32), (2, 16, 4))
+    state = _packed_states(dag, n=1)[0]
+    first = ansor.build(state, layout_rewrite_inputs=[1])
+    second = ansor.build(state, layout_rewrite_inputs=[1])
+    assert first.packed_args and second.packed_args == first.packed_args
+    assert second.args == first.args
+
+
+def test_a_kernel_entry_that_does_not_decode_is_rebuilt(cache):
+    import ansor
+    from measure.kernel import compiled_from_bytes, compiled_to_bytes
+
+    root, calls = cache
+    _, state = _gemm_state(4)
+    good = compiled_to_bytes(ansor.build(state).compiled)
+    for bad in (good[:10], b"\xff\xff\xff\x7f" + good[4:], good[:4] + b"[" + good[5:]):
+        with pytest.raises(ValueError):
+            compiled_from_bytes(bad)
+    kernel_entries = [p for p in entries(root) if compile_cache.decode_entry(p.read_bytes()) == good]
+    assert len(kernel_entries) == 1
+    # a well-formed entry (checksum right) whose kernel does not decode: built again, replaced
+    kernel_entries[0].write_bytes(compile_cache.encode_entry(good[:4] + b"[" + good[5:]))
+    again = ansor.build(state)
+    assert compiled_to_bytes(again.compiled) == good
+    assert compile_cache.decode_entry(kernel_entries[0].read_bytes()) == good
