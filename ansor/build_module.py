@@ -1,8 +1,17 @@
-"""``ansor.build``: from tensors, a DAG or a tuned schedule to a callable native kernel."""
+"""``ansor.build``: from tensors, a DAG or a tuned schedule to a callable native kernel.
+
+A kernel built before - same computation, schedule, name, pre-packed arguments and code (this
+file, ``compute``, ``sketch``, ``measure``) on the same toolchain - is read back from the
+persistent compile cache (``measure.compile_cache``) instead of being lowered, generated and
+compiled again: a network compiled twice costs its kernels once.
+"""
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, Union
 
 from compute.compute_dag import ComputeDAG
@@ -21,6 +30,12 @@ Buildable = Union[Sequence[Tensor], ComputeDAG, State]
 def _func_name(dag: ComputeDAG) -> str:
     outs = "_".join(op.name for op in dag.output_ops)
     return re.sub(r"\W", "_", outs)[:48] or "kernel"
+
+
+@lru_cache(maxsize=1)
+def _own_code() -> str:
+    """A SHA-256 of this file: how ``build`` lowers is part of a cached kernel's key too."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
 def build(target: Buildable, name: str | None = None,
@@ -74,7 +89,8 @@ def build(target: Buildable, name: str | None = None,
     # skipping lowering and code generation as well as LLVM (measure.compile_cache).
     try:
         text = json.dumps({"dag": state.dag.to_json(), "steps": steps_to_json(state.steps), "name": name,
-                           "rewrite": list(positions), "code": code_identity()}, sort_keys=True)
+                           "rewrite": list(positions), "code": code_identity(), "build": _own_code()},
+                          sort_keys=True)
     except (TypeError, ValueError):  # a computation without a JSON form: built every time
         make()
         return load(made[-1])
