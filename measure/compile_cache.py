@@ -36,8 +36,8 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import numpy as np
@@ -58,7 +58,7 @@ OFF_VALUES = frozenset({"off", "none", "0", "false", "no"})
 
 # Bump when the key's inputs or the entry layout change: old entries then simply miss.
 FORMAT = 1
-MAGIC = b"ansor-py object code 1\n"
+MAGIC = b"ansor-py cache entry 1\n"
 _DIGEST = 32  # bytes of a SHA-256
 _ITEM = "output.pkl"  # the name joblib's store looks for; the content is raw bytes, not a pickle
 
@@ -70,10 +70,10 @@ BACKEND = "ansor-object-code"
 
 @dataclass
 class Stats:
-    """What ``object_code`` did in this process (``stats()``)."""
+    """What ``cached`` (and so ``object_code``) did in this process (``stats()``)."""
 
-    hits: int = 0  # object code read from the cache
-    compiled: int = 0  # modules compiled (a miss, or the cache disabled or unusable)
+    hits: int = 0  # entries read from the cache
+    compiled: int = 0  # entries made (a miss, or the cache disabled or unusable)
     stored: int = 0  # entries written
 
 
@@ -82,15 +82,16 @@ _STATS = Stats()
 _MEMORIES: dict[str, tuple[Memory, Any]] = {}  # cache directory -> (Memory, memoised _make)
 _UNUSABLE: set[str] = set()  # directories warned about once and not used
 _THREAD = threading.local()  # per cached() call: did _make run
+_next_trim = 1  # the count of entries written at which to trim the cache next
 
 
 def encode_entry(obj: bytes) -> bytes:
-    """An entry's bytes on disk: magic, SHA-256 of ``obj``, ``obj``."""
+    """An entry's bytes on disk: magic, SHA-256 of ``obj`` (the payload), ``obj``."""
     return MAGIC + hashlib.sha256(obj).digest() + obj
 
 
 def decode_entry(data: bytes) -> bytes | None:
-    """The object code in an entry, or None if it is not a whole, intact entry."""
+    """The payload of an entry, or None if it is not a whole, intact entry."""
     head = len(MAGIC) + _DIGEST
     if len(data) <= head or not data.startswith(MAGIC):
         return None
@@ -110,7 +111,7 @@ class ObjectCodeStore(FileSystemStoreBackend):
 
     def load_item(self, call_id: list, verbose: int = 1, timestamp: float | None = None,
                   metadata: dict | None = None) -> bytes | None:
-        """The object code of ``call_id``, or None (``object_code`` then compiles it again)."""
+        """The payload of ``call_id``, or None (``cached`` then makes it again)."""
         path = os.path.join(self.location, *call_id, _ITEM)
         try:
             with open(path, "rb") as f:
@@ -295,13 +296,15 @@ def cached(kind: str, text: str, make: Callable[[], bytes],
         return cached(kind, text, make, decode)
     finally:
         _THREAD.made = outer
+    global _next_trim
     with _LOCK:
         if made:
             _STATS.compiled += 1
-            evict = _STATS.stored % _EVICT_EVERY == 1
         else:
             _STATS.hits += 1
-            evict = False
+        evict = _STATS.stored >= _next_trim
+        if evict:
+            _next_trim = _STATS.stored + _EVICT_EVERY
     if evict:
         _trim(memory)
     return value, not made
@@ -327,7 +330,7 @@ def _trim(memory: Memory) -> None:
 
 def trim() -> None:
     """Bring the cache within ``$ANSOR_CACHE_MAX_MB`` now, dropping the entries used least
-    recently first (``object_code`` does it at a process's first write and every 64th)."""
+    recently first (``cached`` does it after a process's first write and every 64th)."""
     root = cache_dir()
     found = _memoised(root) if root is not None else None
     if found is not None:

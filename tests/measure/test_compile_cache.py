@@ -168,6 +168,21 @@ def test_trim_keeps_the_most_recently_used(cache, monkeypatch):
     assert len(calls) == 3
 
 
+def test_writing_trims_the_cache_to_its_bound(cache, monkeypatch):
+    root, calls = cache
+    for n in ("a", "b"):
+        compile_cache.object_code(module(n))
+    for p in entries(root):
+        os.utime(p, (1_000_000, 1_000_000))  # long unused
+    (one,) = entries(root)[:1]
+    size = one.stat().st_size + (one.parent / "metadata.json").stat().st_size
+    monkeypatch.setenv("ANSOR_CACHE_MAX_MB", str(size * 1.5 / (1 << 20)))
+    monkeypatch.setattr(compile_cache, "_next_trim", 0)  # this process's next write trims
+    new = compile_cache.object_code(module("c"))
+    assert [compile_cache.decode_entry(p.read_bytes()) for p in entries(root)] == [new]
+    assert compile_cache._next_trim > compile_cache.stats().stored  # not again at the next write
+
+
 _FILL = """
 import hashlib, json, sys
 from measure import compile_cache
