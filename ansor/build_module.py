@@ -1,7 +1,17 @@
-"""``ansor.build``: from tensors, a DAG or a tuned schedule to a callable native kernel."""
+"""``ansor.build``: from tensors, a DAG or a tuned schedule to a callable native kernel.
+
+A kernel built before - same computation, schedule, name, pre-packed arguments and code (this
+file, ``compute``, ``sketch``, ``measure``) on the same toolchain - is read back from the
+persistent compile cache (``measure.compile_cache``) instead of being lowered, generated and
+compiled again: a network compiled twice costs its kernels once.
+"""
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, Union
 
 from compute.compute_dag import ComputeDAG
@@ -9,6 +19,7 @@ from compute.tensor import Tensor
 from sketch.loop_state import State
 from sketch.layout_rewrite import check_positions, lower_pre_packed
 from sketch.lower import lower
+from sketch.transform_steps import steps_to_json
 
 if TYPE_CHECKING:
     from measure.kernel import Kernel
@@ -19,6 +30,12 @@ Buildable = Union[Sequence[Tensor], ComputeDAG, State]
 def _func_name(dag: ComputeDAG) -> str:
     outs = "_".join(op.name for op in dag.output_ops)
     return re.sub(r"\W", "_", outs)[:48] or "kernel"
+
+
+@lru_cache(maxsize=1)
+def _own_code() -> str:
+    """A SHA-256 of this file: how ``build`` lowers is part of a cached kernel's key too."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
 def build(target: Buildable, name: str | None = None,
@@ -50,13 +67,32 @@ def build(target: Buildable, name: str | None = None,
     # not corrupt or crash the caller's process. Indices read from tensors depend on the arrays
     # of each call, so only the caller can keep those in range.
     state.dag.check_bounds(data_dependent=False)
-    from measure.kernel import build_func  # LLVM starts only when something is built
+    # LLVM starts only when something is built:
+    from measure.compile_cache import cached, code_identity  # noqa: PLC0415 - as said above
+    from measure.kernel import compile_object, compiled_from_bytes, compiled_to_bytes, load  # noqa: PLC0415
 
-    if layout_rewrite_inputs:
-        positions = check_positions(layout_rewrite_inputs, len(state.dag.tensors), "layout_rewrite_inputs")
-        func, packed = lower_pre_packed(state, positions, name or _func_name(state.dag))
-        kernel = build_func(func)
-        kernel.compiled.packed_args = packed
-        return kernel
-    func = lower(state, name or _func_name(state.dag))
-    return build_func(func)
+    name = name or _func_name(state.dag)
+    positions = (check_positions(layout_rewrite_inputs, len(state.dag.tensors), "layout_rewrite_inputs")
+                 if layout_rewrite_inputs else ())
+    made: list = []
+
+    def make() -> bytes:
+        if positions:
+            func, packed = lower_pre_packed(state, positions, name)
+        else:
+            func, packed = lower(state, name), ()
+        made.append(compile_object(func))
+        made[-1].packed_args = packed
+        return compiled_to_bytes(made[-1])
+
+    # A kernel built before from the same computation, schedule and code is read back whole,
+    # skipping lowering and code generation as well as LLVM (measure.compile_cache).
+    try:
+        text = json.dumps({"dag": state.dag.to_json(), "steps": steps_to_json(state.steps), "name": name,
+                           "rewrite": list(positions), "code": code_identity(), "build": _own_code()},
+                          sort_keys=True)
+    except (TypeError, ValueError):  # a computation without a JSON form: built every time
+        make()
+        return load(made[-1])
+    compiled, hit = cached("kernel", text, make, compiled_from_bytes)
+    return load(compiled if hit else made[-1])  # a fresh build keeps its compile timings

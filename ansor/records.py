@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from compute.access_bounds import OutOfBoundsError
 from measure.builder import LocalBuilder
@@ -30,11 +30,11 @@ from measure.record import (LineWarner, RecordFileError, RecordLine, RecordToFil
 from measure.runner import LocalRunner
 
 from .search_task import SearchTask
-from .task_records import (NoRecordError, describe_missing, find_best, implausible_for,
+from .task_records import (NoRecordError, describe_missing, find_best, find_bests, implausible_for,
                            pool_schedules, ranked, record_to_input, task_desc)
 
 __all__ = ["DistillReport", "NoRecordError", "RecordFileError", "RecordToFile", "RecordWarning",
-           "VerifyRow", "WorkloadSummary", "best_record", "describe_missing", "distill",
+           "VerifyRow", "WorkloadSummary", "best_record", "best_records", "describe_missing", "distill",
            "load_records", "record_to_input", "summarize", "verify_best"]
 
 
@@ -121,6 +121,16 @@ def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
     given = task_or_workload_key
     return find_best(path, given.workload_key, lambda line: given, warner, target_key)
 
+
+
+def best_records(path: str | os.PathLike, tasks: Sequence[SearchTask], target_key: str | None = None
+                 ) -> list[tuple[MeasureInput, MeasureResult] | None]:
+    """``best_record(path, task)`` of each of ``tasks`` (in order), reading the log once: what a
+    network compile asks for its tasks."""
+    path = os.fspath(path)
+    by_key = {t.workload_key: t for t in tasks}
+    return find_bests(path, [t.workload_key for t in tasks], lambda line: by_key[line.workload_key],
+                      LineWarner(path), target_key)
 
 @dataclass(frozen=True)
 class DistillReport:

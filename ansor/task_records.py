@@ -11,7 +11,7 @@ import os
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Hashable, Iterable
+from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Sequence
 
 from compute.workload_registry import canonical_args, workload_desc
 from measure.cost_floor import implausible_for_dag
@@ -21,7 +21,7 @@ from measure.record import LineWarner, RecordLine, RecordWarning, iter_lines, ta
 if TYPE_CHECKING:
     from .search_task import SearchTask
 
-__all__ = ["NoRecordError", "Schedule", "best_of_task", "describe_missing", "find_best",
+__all__ = ["NoRecordError", "Schedule", "best_of_task", "describe_missing", "find_best", "find_bests",
            "pool_schedules", "ranked", "record_to_input", "task_desc"]
 
 # The task of a record line (None: skipped, the callee has said why).
@@ -113,35 +113,46 @@ def find_best(path: str, workload_key: str, task_of: TaskOfLine, warner: LineWar
     Streams, keeping one line and the costs per schedule; replays only the winner (and, when a
     record does not replay, the next one).
     """
+    return find_bests(path, [workload_key], task_of, warner, target_key, stacklevel=4)[0]
+
+
+def find_bests(path: str, workload_keys: Sequence[str], task_of: TaskOfLine, warner: LineWarner,
+               target_key: str | None = None, stacklevel: int = 3
+               ) -> list[tuple[MeasureInput, MeasureResult] | None]:
+    """``find_best`` of each of ``workload_keys``, in one pass over the log (a network's tasks
+    read a log once, not once per task)."""
     here = target_key if target_key is not None else target_summary()["key"]
-    # True: this machine's (or target_key's) schedules; False: every other toolchain's.
-    lines = (ln for ln in iter_lines(path, warner) if ln.workload_key == workload_key
+    wanted = set(workload_keys)
+    lines = (ln for ln in iter_lines(path, warner) if ln.workload_key in wanted
              and (target_key is None or ln.target_key == here))
-    pools = pool_schedules(lines, lambda ln: ln.target_key == here)
-    found: tuple[MeasureInput, MeasureResult, RecordLine] | None = None
-    mine = True
-    for mine in (True, False):  # another toolchain's only when none of ours replays
-        for sched in ranked(pools.get(mine, {})):
-            task = task_of(sched.first)
-            inp = None if task is None else record_to_input(sched.first, task, warner)
-            if inp is not None:
-                found = (inp, sched.result(), sched.first)
+    # By workload, then True: this machine's (or target_key's) schedules; False: every other's.
+    pools = pool_schedules(lines, lambda ln: (ln.workload_key, ln.target_key == here))
+    picks: list[tuple[MeasureInput, MeasureResult, RecordLine, bool] | None] = []
+    for key in workload_keys:
+        found: tuple[MeasureInput, MeasureResult, RecordLine, bool] | None = None
+        for mine in (True, False):  # another toolchain's only when none of ours replays
+            for sched in ranked(pools.get((key, mine), {})):
+                task = task_of(sched.first)
+                inp = None if task is None else record_to_input(sched.first, task, warner)
+                if inp is not None:
+                    found = (inp, sched.result(), sched.first, mine)
+                    break
+            if found is not None:
                 break
-        if found is not None:
-            break
+        picks.append(found)
     warner.finish()
-    if found is None:
-        return None
-    inp, res, line = found
-    if not mine:
+    for found in picks:
+        if found is None or found[3]:
+            continue
+        inp, _, line, _ = found
         ours = target_summary()
         warnings.warn(
             f"{path}: no valid record of {inp.task.desc} was measured on this machine "
             f"({ours.get('cpu', '?')}, toolchain {here}); using the best of another's, line "
             f"{line.lineno}, measured on {line.target.get('cpu', '?')} (toolchain "
             f"{line.target_key or '?'}): it may not be the fastest schedule here", UserWarning,
-            stacklevel=3)
-    return inp, res
+            stacklevel=stacklevel)
+    return [None if f is None else (f[0], f[1]) for f in picks]
 
 
 def best_of_task(path: str | os.PathLike, task: "SearchTask", target_key: str | None = None

@@ -2,13 +2,15 @@
 
 Compilation and loading are split so measurement can compile in worker processes:
 ``compile_object`` produces a picklable ``CompiledObject`` (object code plus what is needed to
-check arguments), ``load`` links it into an MCJIT engine in the current process, ``build_func``
-does both. A ``Kernel`` checks every argument (count, type, dtype, shape, contiguity,
-writeability, overlap) before calling through ctypes, which releases the GIL for the call.
+check arguments; the object code comes from ``measure.compile_cache``), ``load`` links it into
+an MCJIT engine in the current process, ``build_func`` does both. A ``Kernel`` checks every
+argument (count, type, dtype, shape, contiguity, writeability, overlap) before calling through
+ctypes, which releases the GIL for the call.
 """
 from __future__ import annotations
 
 import ctypes
+import json
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -19,8 +21,9 @@ import numpy as np
 
 from compute import dtype as dt
 from compute import loop_ir as L
+from sketch.layout_rewrite import PackedArg
 
-from . import runtime, target
+from . import compile_cache, runtime, target
 from .codegen import NUM_THREADS_GLOBAL, codegen, kernel_symbol, written_buffers
 from .codegen.workspace import WORKSPACE_RELEASE
 from .buffers import aligned_copy, aligned_zeros
@@ -50,29 +53,70 @@ class CompiledObject:
     packed_args: tuple = ()
 
 
-def _parse(ir: str) -> llvm.ModuleRef:
-    mod = llvm.parse_assembly(ir)
-    mod.verify()
-    return mod
-
-
 def compile_object(func: L.PrimFunc) -> CompiledObject:
-    """Lower ``func`` to LLVM IR, optimise at O3 and emit host object code."""
+    """Lower ``func`` to LLVM IR and compile it to host object code at O3 (through the compile
+    cache: a module compiled before, by any process, is read back instead)."""
     t0 = time.perf_counter()
     ir = codegen(func)
-    t1 = time.perf_counter()
-    mod = _parse(ir)
-    t2 = time.perf_counter()
-    target.optimize(mod)
-    t3 = time.perf_counter()
-    obj = target.target_machine().emit_object(mod)
-    t4 = time.perf_counter()
+    timings = {"codegen": time.perf_counter() - t0}
+    obj = compile_cache.object_code(ir, timings)
     written = written_buffers(func)
     args = tuple(ArgSpec(b.name, b.shape, b.dtype, b.uid in written) for b in func.params)
     return CompiledObject(
-        name=kernel_symbol(func.name), object_code=bytes(obj), llvm_ir=ir, args=args,
-        toolchain_key=target.toolchain_key(), compile_seconds=t4 - t0,
-        timings={"codegen": t1 - t0, "parse": t2 - t1, "optimize": t3 - t2, "emit": t4 - t3})
+        name=kernel_symbol(func.name), object_code=obj, llvm_ir=ir, args=args,
+        toolchain_key=target.toolchain_key(), compile_seconds=time.perf_counter() - t0,
+        timings=timings)
+
+
+def compiled_to_bytes(c: CompiledObject) -> bytes:
+    """``c`` as bytes, without pickle (the compile cache keeps whole kernels so):
+    a 4-byte header length, a JSON header, the IR text, the object code."""
+    ir = c.llvm_ir.encode()
+    head = json.dumps({"name": c.name, "toolchain": c.toolchain_key, "ir": len(ir),
+                       "args": [[a.name, list(a.shape), a.dtype, a.written] for a in c.args],
+                       "packed": [p.to_json() for p in c.packed_args]}).encode()
+    return len(head).to_bytes(4, "little") + head + ir + c.object_code
+
+
+def _ints(v: Any) -> tuple[int, ...]:
+    if not isinstance(v, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in v):
+        raise ValueError(f"not a list of ints: {v!r}")
+    return tuple(v)
+
+
+def compiled_from_bytes(data: bytes) -> CompiledObject:
+    """The kernel ``compiled_to_bytes`` wrote; ValueError for anything else, or for another
+    toolchain's kernel."""
+    try:
+        return _compiled_from_bytes(data)
+    except (KeyError, TypeError, UnicodeDecodeError) as e:
+        raise ValueError(f"not a compiled kernel: {type(e).__name__}: {e}") from None
+
+
+def _compiled_from_bytes(data: bytes) -> CompiledObject:
+    n = int.from_bytes(data[:4], "little")
+    head = json.loads(data[4:4 + n])
+    if not isinstance(head, dict) or head.get("toolchain") != target.toolchain_key():
+        raise ValueError("not a kernel of this toolchain")
+    name, n_ir = head["name"], head["ir"]
+    if not isinstance(name, str) or not isinstance(n_ir, int) or not 0 < n_ir < len(data) - 4 - n:
+        raise ValueError("bad kernel header")
+    args = []
+    for a in head["args"]:
+        if not (isinstance(a, list) and len(a) == 4 and isinstance(a[0], str) and isinstance(a[2], str)
+                and isinstance(a[3], bool)):
+            raise ValueError(f"bad argument {a!r}")
+        args.append(ArgSpec(a[0], _ints(a[1]), a[2], a[3]))
+    packed = []
+    for p in head["packed"]:
+        if not (isinstance(p, list) and len(p) == 6 and isinstance(p[1], str) and isinstance(p[5], str)):
+            raise ValueError(f"bad packed argument {p!r}")
+        position, dim, block = _ints([p[0], p[3], p[4]])
+        packed.append(PackedArg(position, p[1], _ints(p[2]), dim, block, p[5]))
+    ir = data[4 + n:4 + n + n_ir].decode()
+    return CompiledObject(name=name, object_code=data[4 + n + n_ir:], llvm_ir=ir, args=tuple(args),
+                          toolchain_key=target.toolchain_key(), compile_seconds=0.0,
+                          packed_args=tuple(packed))
 
 
 class Kernel:
@@ -130,7 +174,7 @@ class Kernel:
 
     def _optimized_module(self) -> llvm.ModuleRef:
         # Recompiled on demand: the pipeline is deterministic, so this is what the object holds.
-        mod = _parse(self.compiled.llvm_ir)
+        mod = target.parse(self.compiled.llvm_ir)
         target.optimize(mod)
         return mod
 

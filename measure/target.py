@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import threading
+import time
 from functools import lru_cache
 
 import llvmlite
@@ -69,13 +70,18 @@ def host_triple() -> str:
     return llvm.get_process_triple()
 
 
+# Code generation options of every target machine (with the host's CPU and features); part of
+# the compile cache's key as ``PIPELINE`` is.
+MACHINE_OPTIONS: dict = {"opt": 3, "jit": True}
+
+
 def new_target_machine() -> llvm.TargetMachine:
     """A fresh host target machine. An MCJIT engine takes ownership of the machine it is given,
     so every engine needs its own; compilation shares ``target_machine()``."""
     _init_llvm()
     target = llvm.Target.from_triple(host_triple())
     return target.create_target_machine(cpu=host_cpu_name(), features=host_cpu_features(),
-                                        opt=3, jit=True)
+                                        **MACHINE_OPTIONS)
 
 
 _TLS = threading.local()
@@ -214,16 +220,51 @@ def host_hardware_params() -> HardwareParams:
     )
 
 
-def optimize(module: llvm.ModuleRef) -> llvm.ModuleRef:
-    """Run the O3 pipeline (with loop and SLP vectorisation) on ``module`` in place; returns it."""
-    tm = target_machine()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
+# The optimisation pipeline, as data: ``optimize`` applies it and the compile cache
+# (``measure.compile_cache``) keys object code by it, so changing a setting here misses old entries.
+PIPELINE: dict = {
+    "speed_level": 3,
+    "loop_vectorization": True,
+    "slp_vectorization": True,
     # The schedule decides unrolling (unroll annotations, auto_unroll_max_step -> unroll.full
-    # metadata). Left to itself LLVM also unrolls every small constant-trip loop, cascading through
-    # nests: one random schedule took 71 s to optimise that way, 0.05 s with this off.
-    pto.loop_unrolling = False
+    # metadata). Left to itself LLVM also unrolls every small constant-trip loop, cascading
+    # through nests: one random schedule took 71 s to optimise that way, 0.05 s with this off.
+    "loop_unrolling": False,
+}
+
+
+def optimize(module: llvm.ModuleRef) -> llvm.ModuleRef:
+    """Run the O3 pipeline (``PIPELINE``: loop and SLP vectorisation, no unrolling) on ``module``
+    in place; returns it."""
+    tm = target_machine()
+    pto = llvm.create_pipeline_tuning_options(speed_level=PIPELINE["speed_level"])
+    pto.loop_vectorization = PIPELINE["loop_vectorization"]
+    pto.slp_vectorization = PIPELINE["slp_vectorization"]
+    pto.loop_unrolling = PIPELINE["loop_unrolling"]
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(module, pb)
     return module
+
+
+def parse(ir: str) -> llvm.ModuleRef:
+    """``ir`` as a verified LLVM module."""
+    _init_llvm()
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    return mod
+
+
+def compile_ir(ir: str, timings: dict | None = None) -> bytes:
+    """LLVM IR text -> host object code: parse, verify, optimise (``optimize``), emit. The one
+    place IR becomes machine code; callers go through ``measure.compile_cache.object_code``,
+    which skips this for a module compiled before. ``timings`` (if given) receives the seconds
+    of each stage under "parse", "optimize" and "emit"."""
+    t0 = time.perf_counter()
+    mod = parse(ir)
+    t1 = time.perf_counter()
+    optimize(mod)
+    t2 = time.perf_counter()
+    obj = bytes(target_machine().emit_object(mod))
+    if timings is not None:
+        timings.update(parse=t1 - t0, optimize=t2 - t1, emit=time.perf_counter() - t2)
+    return obj

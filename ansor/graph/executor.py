@@ -42,7 +42,7 @@ from sketch.layout_rewrite import pack_array
 from sketch.search_params import SearchParams
 
 from ..build_module import build
-from ..records import best_record
+from ..records import best_records
 from .ir import Graph, GraphError, TensorType, display_name
 from .layout_tuning import TransformKey, check_layouts, chosen_layouts, transform_state
 from .layouts import NHWC, lower_group_in_layout
@@ -245,8 +245,7 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
     states: dict[int, Any] = {}
     missing: list[int] = []  # tasks without a record
     if log_file is not None:
-        for ti, t in enumerate(tasks):
-            best = best_record(log_file, t)
+        for ti, best in enumerate(best_records(log_file, tasks)):  # one pass over the log
             if best is not None:
                 states[ti] = best[0].state
     missing = [ti for ti in range(len(tasks)) if ti not in states]
@@ -436,8 +435,10 @@ def _module_error(path: Path, msg: str) -> GraphError:
 def load_module(path: str | os.PathLike) -> NetworkModule:
     """Load a module written by ``NetworkModule.export`` (JSON, npz without pickle, and the
     module's own kernels: object code if this toolchain compiled it, else its LLVM IR again)."""
-    from measure.kernel import ArgSpec, CompiledObject, Kernel, compile_object  # noqa: F401
-    from measure import target
+    # LLVM (and the compile cache) start only when a module is loaded:
+    from measure import target  # noqa: PLC0415 - lazy, as said above
+    from measure.compile_cache import object_code  # noqa: PLC0415
+    from measure.kernel import ArgSpec, CompiledObject, Kernel  # noqa: PLC0415
 
     root = Path(path)
     meta_file = root / "module.json"
@@ -478,12 +479,7 @@ def load_module(path: str | os.PathLike) -> NetworkModule:
             if k["toolchain"] == target.toolchain_key():
                 obj = (root / f"kernel{i}.o").read_bytes()
             else:  # another LLVM/CPU: compile the module's own IR for this one
-                import llvmlite.binding as llvm
-
-                mod = llvm.parse_assembly(ir)
-                mod.verify()
-                target.optimize(mod)
-                obj = bytes(target.target_machine().emit_object(mod))
+                obj = object_code(ir)
             kernels.append(Kernel(CompiledObject(str(k["symbol"]), obj, ir, args, target.toolchain_key(), 0.0)))
         steps = [_Step(kernels[int(s["kernel"])], [int(b) for b in s["args"]], str(s["name"]),
                        s.get("transform", False) is True)
