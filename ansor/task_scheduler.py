@@ -26,20 +26,22 @@ conv helps the next) and ONE ``ProgramMeasurer`` (per-task bookkeeping by worklo
 each task has its own ``SketchPolicy``, created when it is first tuned.
 
 Resuming (``load_log_file``, and ``options.log_file`` when it exists, as ``tune_task`` does;
-``scheduler_resume``) restores each task's best cost, its trial count and per-round history, the
+``resume``) restores each task's best cost, its trial count and per-round history, the
 measured set (nothing is measured twice) and retrains the shared cost model on the restored
 records - TVM's scheduler restored the costs but not the model, so resumed runs started the
 search from scratch.
 
 Tasks excluded by a ``TaskFilter`` (name pattern and/or minimum share of the estimated latency)
 are neither measured nor counted in the budget, but stay in the table and in the objective.
-The progress callbacks (the table, the latency history) are in ``scheduler_progress``; every
-public name of the three helper modules is importable from here too.
+The round itself is every search-policy tuner's (``tuning_loop.run_round``, with the untuned
+schedule put first in a task's first round), as is the session ending on Ctrl-C or a lost
+cluster (``tuning_loop.Session``). The argument checks are in ``scheduler_args``; the progress
+callbacks (the table, the latency history) are in ``scheduler_progress`` and importable from
+here too.
 """
 from __future__ import annotations
 
 import logging
-import math
 import os
 import random
 import time
@@ -49,20 +51,21 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from cost_model.cost_model import CostModel
 from measure.builder import LocalBuilder
 from measure.checks import check_seed
-from measure.measure import MeasureInput, MeasureUnavailableError
+from measure.measure import MeasureInput
 from measure.record import RecordToFile, check_log_file
 from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
 
 from . import scheduler_policy as policy
 from .graph.untuned import untuned_schedule
-from .measurer import (STOP_INTERRUPTED, STOP_LOG_FAILED, STOP_UNAVAILABLE, ProgramMeasurer,
-                       is_valid, unavailable_stop)
+from .measurer import STOP_INTERRUPTED, STOP_LOG_FAILED, STOP_UNAVAILABLE, ProgramMeasurer, is_valid
+from .resume import restore, restore_history, resume_paths
+from .scheduler_args import check_pick_args, check_task_filter, check_task_weights, task_index
 from .scheduler_policy import NO_COST, GradientParams, TaskFilter, TaskState, similarity_tag
 from .scheduler_progress import (LogEstimatedLatency, PrintTableInfo, TaskSchedulerCallback,
                                  plot_latency_history, read_latency_history)
-from .scheduler_resume import restore_logs, resume_paths
 from .tuning import TuningOptions, default_cost_model, format_duration
+from .tuning_loop import Batch, Session, run_round
 
 if TYPE_CHECKING:
     from .search_task import SearchTask
@@ -112,62 +115,6 @@ class SchedulerResult:
         return self.stop_reason.startswith(STOP_UNAVAILABLE)
 
 
-def _task_index(tasks: Sequence["SearchTask"]) -> dict[str, int]:
-    """Each task's number by workload key; not tasks, none or the same computation twice raise."""
-    from .search_task import SearchTask  # noqa: PLC0415 - the task module imports tuning
-
-    if not tasks:
-        raise ValueError("TaskScheduler needs at least one task")
-    keys: dict[str, int] = {}
-    for i, t in enumerate(tasks):
-        if not isinstance(t, SearchTask):
-            raise TypeError(f"TaskScheduler task {i} must be an ansor.SearchTask, got "
-                            f"{type(t).__name__}")
-        if t.workload_key in keys:
-            raise ValueError(f"TaskScheduler tasks {keys[t.workload_key]} and {i} are the same "
-                             f"computation ({t.desc}): merge them and add their weights")
-        keys[t.workload_key] = i
-    return keys
-
-
-def _task_weights(tasks: Sequence["SearchTask"], task_weights: Sequence[float] | None) -> list[float]:
-    """The weights (default: each task's ``weight``, else 1), one positive number per task."""
-    if task_weights is None:
-        task_weights = [getattr(t, "weight", 1) for t in tasks]
-    weights = [float(w) for w in task_weights]
-    if len(weights) != len(tasks):
-        raise ValueError(f"TaskScheduler: {len(weights)} task_weights for {len(tasks)} tasks")
-    for i, w in enumerate(weights):
-        if not math.isfinite(w) or w <= 0:
-            raise ValueError(f"TaskScheduler task_weights[{i}] must be a positive number, got {w!r}")
-    return weights
-
-
-def _check_pick_args(strategy: str, alpha: float, beta: float, backward_window_size: int) -> None:
-    """Raise on an unknown strategy or a gradient constant out of its range."""
-    if strategy not in ("gradient", "round-robin"):
-        raise ValueError(f"TaskScheduler strategy must be 'gradient' or 'round-robin', got {strategy!r}")
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"TaskScheduler alpha must be in [0, 1], got {alpha!r}")
-    if not beta >= 1.0:
-        raise ValueError(f"TaskScheduler beta must be >= 1, got {beta!r}")
-    if isinstance(backward_window_size, bool) or not isinstance(backward_window_size, int) \
-            or backward_window_size < 1:
-        raise ValueError("TaskScheduler backward_window_size must be an integer >= 1, got "
-                         f"{backward_window_size!r}")
-
-
-def _task_filter(task_filter: "TaskFilter | str | Callable[[int, SearchTask], bool] | None"
-                 ) -> "TaskFilter | Callable[[int, SearchTask], bool] | None":
-    """A ``TaskFilter`` (a pattern string becomes one), a predicate or None."""
-    if isinstance(task_filter, str):
-        task_filter = TaskFilter(pattern=task_filter)
-    if task_filter is not None and not (isinstance(task_filter, TaskFilter) or callable(task_filter)):
-        raise TypeError("TaskScheduler task_filter must be a TaskFilter, a pattern string or "
-                        f"a predicate, got {type(task_filter).__name__}")
-    return task_filter
-
-
 class TaskScheduler:
     """Tune several tasks with one budget. ``task_weights`` (default: each task's ``weight``
     attribute, else 1) weigh the default objective sum(weight x latency); ``objective_func``
@@ -188,13 +135,13 @@ class TaskScheduler:
                  task_filter: "TaskFilter | str | Callable[[int, SearchTask], bool] | None" = None,
                  cost_model: CostModel | None = None, remeasure_best: int = 3):
         self.tasks = list(tasks)
-        self._index = _task_index(self.tasks)
-        self.weights = _task_weights(self.tasks, task_weights)
+        self._index = task_index(self.tasks)
+        self.weights = check_task_weights(self.tasks, task_weights)
         if objective_func is not None and not callable(objective_func):
             raise TypeError("TaskScheduler objective_func must be callable (list of latencies -> float)")
         self.objective = (objective_func if objective_func is not None
                           else policy.default_objective(self.weights))
-        _check_pick_args(strategy, alpha, beta, backward_window_size)
+        check_pick_args(strategy, alpha, beta, backward_window_size)
         self.strategy = strategy
         self.alpha, self.beta, self.window = float(alpha), float(beta), backward_window_size
         self.seed = check_seed("TaskScheduler seed", seed)
@@ -204,7 +151,7 @@ class TaskScheduler:
             if not isinstance(cb, TaskSchedulerCallback):
                 raise TypeError(f"TaskScheduler callbacks must be TaskSchedulerCallback objects, "
                                 f"got {type(cb).__name__}")
-        self.task_filter = _task_filter(task_filter)
+        self.task_filter = check_task_filter(task_filter)
         self.cost_model = cost_model
         if isinstance(remeasure_best, bool) or not isinstance(remeasure_best, int) or remeasure_best < 1:
             raise ValueError(f"TaskScheduler remeasure_best must be an integer >= 1, got {remeasure_best!r}")
@@ -309,16 +256,14 @@ class TaskScheduler:
 
     def _resume(self, paths: list[str]) -> None:
         """Restore every task's records of this toolchain from the logs ``paths``, then retrain
-        the cost model on them."""
+        the cost model on them (``resume.restore``)."""
         assert self.measurer is not None
-        inputs, results, seen = restore_logs(paths, self.tasks, self._index, self.measurer,
-                                             self.state, self.per_round, self._say)
-        self.restored = len(inputs)
-        if inputs and self.model is not None:
-            t0 = time.monotonic()
-            self.model.update(inputs, results)  # one retraining on every restored record
-            self._say(f"cost model retrained on the {len(inputs)} restored record(s) of "
-                      f"{len(seen)} task(s) in {format_duration(time.monotonic() - t0)}")
+        restored = restore(paths, self.tasks, self.measurer, self.model, self._index)
+        restore_history(restored, paths, self.state, self.per_round, self._say)
+        self.restored = len(restored.inputs)
+        if self.restored and self.model is not None:
+            self._say(f"cost model retrained on the {self.restored} restored record(s) of "
+                      f"{len(restored.tasks)} task(s) in {format_duration(restored.model_seconds)}")
 
     def _say(self, text: str) -> None:
         if self.options is not None and self.options.verbose >= 1:
@@ -386,33 +331,29 @@ class TaskScheduler:
         task, st = self.tasks[i], self.state[i]
         key = task.workload_key
         stats = self.measurer.stats(key)
-        self.measurer.catch_up(key, task.compute_dag)  # what another tuner logged meanwhile
-        proposed = list(self._policy(i).generate_measure_candidates(n, stats.measured_keys,
-                                                                    stats.best.states()) or ())
-        if stats.trials == 0:
+
+        def untuned() -> list[Any]:
             # The rule-based schedule the network runs untuned goes first in a task's first
             # round: tuning never leaves a task slower than the untuned network, and the search
             # evolves from a good measured state as soon as its second round.
-            proposed.insert(0, untuned_schedule(task.compute_dag, hardware_params=task.hardware_params)[0])
-        states = self.measurer.new_states(key, proposed, n)
-        if not states:
-            st.dead = "search space exhausted"
-            return None
-        inputs = [MeasureInput(task, s) for s in states]
-        results = self.measurer.measure(inputs)
+            if stats.trials:
+                return []
+            return [untuned_schedule(task.compute_dag, hardware_params=task.hardware_params)[0]]
 
-        def book() -> None:  # with the batch, still with Ctrl-C held back
+        def book(batch: Batch) -> None:  # with the batch, still with Ctrl-C held back
             st.rounds += 1
             c = self.best_cost(i)
             st.history.append(NO_COST if c is None else c)
-            self.trials += len(inputs)
+            self.trials += len(batch.inputs)
             self.rounds_done += 1
 
-        stop = self.measurer.commit(key, inputs, results, then=book)
-        if stop is not None:
-            return stop
-        if self.model is not None:
-            self.model.update(inputs, results)
+        batch = run_round(task, self._policy(i), self.measurer, self.model, n, first=untuned,
+                          then=book)
+        if not batch.inputs:
+            st.dead = "search space exhausted"
+            return None
+        if batch.stop is not None:
+            return batch.stop
         why = self.measurer.stop_reason(key, 2 ** 62, self.options.early_stopping)
         if why is None and stats.best.best is None and st.rounds >= NO_VALID_ROUNDS:
             # Without a valid cost the task stands for NO_COST and would win every pick until
@@ -422,7 +363,8 @@ class TaskScheduler:
             logger.warning("%s retired: %s", task.desc, why)
         if why is not None:
             st.dead = why
-        logger.info("%s: round of %d, %d valid", task.desc, len(inputs), sum(map(is_valid, results)))
+        logger.info("%s: round of %d, %d valid", task.desc, len(batch.inputs),
+                    sum(map(is_valid, batch.results)))
         return None
 
     # ---- the run -------------------------------------------------------------------------------
@@ -451,20 +393,12 @@ class TaskScheduler:
                                         None if log_path is None else RecordToFile(log_path),
                                         verbose=max(0, options.verbose - 1), logger=logger)
         self.t_start = time.monotonic()
-        stop = ""
-        try:
-            try:
-                stop = self._run(log_path)
-            except KeyboardInterrupt:
-                # The round under way (if any) is abandoned: not logged, not counted.
-                stop = STOP_INTERRUPTED
-            except MeasureUnavailableError as err:
-                # As on Ctrl-C: the round under way is abandoned, the log keeps the finished ones.
-                stop = unavailable_stop(err, log_path)
-                logger.info("%s", stop)  # said on the next line and in the result
-                self._say(f"stopped: {stop}")
-        finally:
-            self.measurer.close(builder=own_builder, runner=own_runner)
+        with Session(self.measurer, log_path, close_builder=own_builder, close_runner=own_runner,
+                     logger=logger) as session:
+            session.stop = self._run(log_path)
+        stop = session.stop
+        if stop.startswith(STOP_UNAVAILABLE):
+            self._say(f"stopped: {stop}")
         self.next_task = None
         result = SchedulerResult(
             stop_reason=stop, trials=self.trials, restored=self.restored,
