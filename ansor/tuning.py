@@ -1,19 +1,23 @@
 """Tuning one task: the measure-and-learn loop behind ``SearchTask.tune``.
 
-Each round the search policy proposes candidates it has not measured before, the
-``ProgramMeasurer`` (``ansor.measurer``, shared with the template tuners) measures them, the
+Each round (``tuning_loop.run_round``, the round every search-policy tuner runs) the search
+policy proposes candidates it has not measured before, the ``ProgramMeasurer`` measures them, the
 results are appended to the log at once (a run killed at any moment keeps every finished batch)
 and fed to the cost model. The loop stops at the trial budget, when the best
 has not improved for ``early_stopping`` trials, when the policy has nothing new to propose, after
 ``MAX_CONSECUTIVE_ERRORS`` failed measurements in a row, when a batch cannot be appended to the
 log (a full disk: the log keeps whole lines only), when the builder's or runner's machinery goes
 away (``MeasureUnavailableError``: a Dask scheduler shut down; the stop reason says how to
-resume), or on Ctrl-C.
+resume), or on Ctrl-C (``tuning_loop.Session``).
 
-Resuming is implicit: when ``log_file`` already holds records of the task, every schedule in it
-counts as measured (nothing is measured twice), its best schedules seed the search, the cost model
-learns from them and the best cost starts from the log's. ``num_measure_trials`` counts the new
-measurements of this call only.
+Resuming is implicit (``resume.restore``, shared with the task scheduler): when ``log_file``
+already holds records of the task, every schedule in it counts as measured (nothing is measured
+twice), its best schedules seed the search, the cost model learns from them and the best cost
+starts from the log's. ``num_measure_trials`` counts the new measurements of this call only.
+
+The default schedule (``init_state()``) is timed first, apart from the search (its random
+stream and candidates are the same with or without it), for the speed-up figure; it competes for
+the best, so a run never reports a best slower than the schedule it started from.
 
 Progress (``verbose=1``) is one line per round plus a summary; details - per-candidate errors and
 search statistics - go to the ``logging`` logger ``"ansor.tune"``.
@@ -32,16 +36,17 @@ from cost_model.lgbm_model import LGBModel
 from cost_model.pretrained import load_pretrained
 from measure.builder import LocalBuilder
 from measure.checks import MAX_PER_ROUND, MAX_TRIALS, check_count, check_seed
-from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, MeasureUnavailableError
-from measure.record import LineWarner, RecordToFile, check_log_file, iter_lines, target_summary
+from measure.measure import MeasureErrorNo, MeasureInput
+from measure.record import RecordToFile, check_log_file
 from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
 from measure.target import host_cpu_name
 
 from .measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
-                       STOP_UNAVAILABLE, ProgramMeasurer, is_valid, unavailable_stop)
+                       STOP_UNAVAILABLE, ProgramMeasurer, is_valid)
 from .measurer import error_name as _error_name
-from .task_records import record_to_input
+from .resume import restore, resume_paths
+from .tuning_loop import Session, run_round
 
 if TYPE_CHECKING:
     from sketch.loop_state import State
@@ -54,8 +59,9 @@ __all__ = ["MAX_CONSECUTIVE_ERRORS", "STOP_LOG_FAILED", "TuneResult", "TuningOpt
 
 logger = logging.getLogger("ansor.tune")
 
-# The default schedule is measured once per call for the speed-up figure. A naive large kernel
-# can take many seconds per call, so it gets its own, generous timeout ...
+# The default schedule is measured once per call for the speed-up figure (and competes for the
+# best, ``_Run.best``). A naive large kernel can take many seconds per call, so it gets its own,
+# generous timeout ...
 DEFAULT_SCHEDULE_TIMEOUT = 120.0
 # ... and a first single cold call; only a call shorter than this is timed again, as candidates
 # are (warm-up, min_repeat_ms), which for a long call would multiply its cost. On a call this long
@@ -137,7 +143,10 @@ class TuneResult:
 
     ``best_state`` is None (and ``best_cost``/``best_gflops`` too) when no schedule has been
     measured successfully; ``default_cost`` is None when the default schedule could not be
-    measured (see ``default_note``).
+    measured (see ``default_note``). The default schedule competes for the best: when it ran
+    faster than every tuned schedule, it is the best (``best_is_default``, speed-up 1x) and
+    ``tuned_cost`` is the best tuned schedule's cost, the log's best (the default schedule is
+    timed for comparison, not logged).
     """
 
     task_desc: str
@@ -156,6 +165,8 @@ class TuneResult:
     measure_seconds: float = 0.0
     default_note: str = ""
     model_seconds: float = 0.0  # the cost model learning from measurements (features + training)
+    best_is_default: bool = False
+    tuned_cost: float | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -180,6 +191,9 @@ class TuneResult:
         else:
             lines.append(f"  best time        {format_seconds(self.best_cost)}"
                          f"{_gflops_part(self.best_gflops)}")
+            if self.best_is_default and self.tuned_cost is not None:
+                lines.append(f"                   the default schedule: no tuned schedule was "
+                             f"faster (the log's best: {format_seconds(self.tuned_cost)})")
         if self.default_cost is not None:
             d = f"  default schedule {format_seconds(self.default_cost)}"
             if self.speedup_over_default is not None:
@@ -281,6 +295,7 @@ class _Run:
         self.model_seconds = 0.0
         self.measure_seconds = 0.0
         self.default_cost: float | None = None
+        self.default_state: "State | None" = None
         self.default_note = ""
         self.t_start = time.monotonic()
         self.t_loop = self.t_start
@@ -299,7 +314,7 @@ class _Run:
         """``[matmul(1024, 1024, 1024)] trials 128/200 | best 0.52 ms 4130 GFLOPS | round best
         0.61 ms | errors 3 | 41 s elapsed, ~23 s left``."""
         budget = self.opts.num_measure_trials
-        b = self.stats.best.best
+        b = self.best()
         best = "-" if b is None else f"{format_seconds(b[0])}{_gflops_part(self._gflops(b[0]))}"
         rb = "-" if round_best is None else format_seconds(round_best)
         now = time.monotonic()
@@ -325,43 +340,24 @@ class _Run:
                             verbose=max(0, self.opts.verbose - 1))
 
     def resume(self) -> None:
-        """Load this task's records of this toolchain from the log: measured keys, best states,
-        cost model, best cost. Other workloads' records are not even rebuilt."""
-        path = self.log_path
-        if path is None or not os.path.isfile(path) or os.path.getsize(path) == 0:
+        """Load this task's records of this toolchain from the log (``resume.restore``): measured
+        keys, best states, cost model, best cost."""
+        paths = resume_paths(self.log_path)
+        if not paths:
             return
-        key, here = self.task.workload_key, target_summary()["key"]
-        warner = LineWarner(path)
-        inputs: list[MeasureInput] = []
-        results: list[MeasureResult] = []
-        other_target = 0
-        for line in iter_lines(path, warner):
-            if line.workload_key != key:
-                continue
-            if line.target_key != here:
-                # Timed on another CPU or toolchain: not measured *here*, and its costs would
-                # not compare with ours.
-                other_target += 1
-                continue
-            inp = record_to_input(line, self.task, warner)
-            if inp is None:
-                continue
-            self.stats.add_resumed(inp.state, line.result, valid=line.is_valid)
-            inputs.append(inp)
-            results.append(line.result)
-        warner.finish()
-        self.resumed = len(inputs)
-        if inputs and self.model is not None:
-            self.model.update(inputs, results)
+        restored = restore(paths, [self.task], self.measurer, self.model)
+        self.resumed = len(restored.inputs)
+        self.model_seconds += restored.model_seconds
+        other_target = restored.other_target
         if self.resumed or other_target:
             b = self.stats.best.best
             best = ("no valid record" if b is None
                     else f"best {format_seconds(b[0])}{_gflops_part(self._gflops(b[0]))}")
             other = (f"; {other_target} record(s) from another CPU/toolchain ignored"
                      if other_target else "")
-            self.say(f"{self.tag} resuming from {path}: {self.resumed} record(s), {best}{other}")
+            self.say(f"{self.tag} resuming from {paths[0]}: {self.resumed} record(s), {best}{other}")
             logger.info("resumed %d records of %s from %s (%d of another toolchain ignored)",
-                        self.resumed, self.task.desc, path, other_target)
+                        self.resumed, self.task.desc, paths[0], other_target)
 
     def measure_default(self, builder: LocalBuilder, runner: LocalRunner) -> None:
         """Time the default schedule (``init_state()``) once, for the speed-up figure."""
@@ -385,7 +381,7 @@ class _Run:
                                       check_correctness=False):
                     r = runner.run([inp], built)[0]
             if r.ok:
-                self.default_cost = r.mean_cost
+                self.default_cost, self.default_state = r.mean_cost, inp.state
             elif r.error_no == MeasureErrorNo.RUN_TIMEOUT:
                 self.default_note = (f"not measured: one call takes longer than "
                                      f"{max(runner.timeout, DEFAULT_SCHEDULE_TIMEOUT):g} s")
@@ -402,71 +398,54 @@ class _Run:
 
     # ---- the loop ----
     def round(self) -> str | None:
-        """One round; returns why tuning stops, or None to go on."""
-        opts, key, st = self.opts, self.task.workload_key, self.stats
-        n = min(opts.num_measures_per_round, opts.num_measure_trials - st.trials)
-        t0 = time.monotonic()
-        self.measurer.catch_up(key, self.task.compute_dag)  # what another tuner logged meanwhile
-        proposed = self.policy.generate_measure_candidates(n, st.measured_keys, st.best.states())
-        self.search_seconds += time.monotonic() - t0
-        stats = getattr(self.policy, "last_round_stats", None)
-        if stats:
-            logger.info("%s search: %s", self.task.desc, ", ".join(
-                f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()))
-        # The contract says no repeats; a policy that slips must not cost measurements.
-        states = self.measurer.new_states(key, proposed or (), n)
-        if not states:
+        """One round (``tuning_loop.run_round``); returns why tuning stops, or None to go on."""
+        opts, key = self.opts, self.task.workload_key
+        n = min(opts.num_measures_per_round, opts.num_measure_trials - self.stats.trials)
+        batch = run_round(self.task, self.policy, self.measurer, self.model, n, logger=logger)
+        self.search_seconds += batch.search_seconds
+        self.measure_seconds += batch.measure_seconds
+        self.model_seconds += batch.model_seconds
+        if not batch.inputs:
             return "the search found no new candidates (search space exhausted)"
-        inputs = [MeasureInput(self.task, s) for s in states]
-        t0 = time.monotonic()
-        results = self.measurer.measure(inputs)
-        self.measure_seconds += time.monotonic() - t0
-        stop = self.measurer.commit(key, inputs, results)
-        if stop is not None:
-            return stop
-        if self.model is not None:
-            t1 = time.monotonic()
-            self.model.update(inputs, results)
-            self.model_seconds += time.monotonic() - t1
-        costs = [r.mean_cost for r in results if is_valid(r)]
+        if batch.stop is not None:
+            return batch.stop
+        costs = [r.mean_cost for r in batch.results if is_valid(r)]
         self.say(self.progress_line(min(costs) if costs else None))
         return self.measurer.stop_reason(key, opts.num_measure_trials, opts.early_stopping)
 
     def run(self) -> TuneResult:
         opts = self.opts
-        stop = ""
-        try:
-            try:
-                log = f", log {self.log_path}" if self.log_path else ", no log file"
-                seed = "" if opts.seed is None else f", seed {opts.seed}"
-                self.say(f"{self.tag} tuning: {opts.num_measure_trials} trials, "
-                         f"{opts.num_measures_per_round} per round{seed}{log}")
-                self.resume()
-                if self.policy is None:
-                    self.policy = self.make_policy()
-                self.measure_default(self.measurer.builder, self.measurer.runner)
-                self.t_loop = time.monotonic()
-                if opts.num_measure_trials == 0:
-                    stop = STOP_BUDGET
-                while not stop:
-                    stop = self.round() or ""
-            except KeyboardInterrupt:
-                # The batch under way (if any) is abandoned: not recorded, not counted.
-                stop = STOP_INTERRUPTED
-                logger.info("%s: interrupted after %d trials", self.task.desc, self.stats.trials)
-            except MeasureUnavailableError as err:
-                # As on Ctrl-C: the batch under way is abandoned, the log keeps the finished ones.
-                stop = unavailable_stop(err, self.log_path)
-                logger.info("%s: %s", self.task.desc, stop)  # the summary and the CLI say it
-        finally:
-            self.measurer.close(builder=self.own_builder, runner=self.own_runner)
-        result = self.result(stop)
+        with Session(self.measurer, self.log_path, close_builder=self.own_builder,
+                     close_runner=self.own_runner, logger=logger, what=self.task.desc) as session:
+            log = f", log {self.log_path}" if self.log_path else ", no log file"
+            seed = "" if opts.seed is None else f", seed {opts.seed}"
+            self.say(f"{self.tag} tuning: {opts.num_measure_trials} trials, "
+                     f"{opts.num_measures_per_round} per round{seed}{log}")
+            self.resume()
+            if self.policy is None:
+                self.policy = self.make_policy()
+            self.measure_default(self.measurer.builder, self.measurer.runner)
+            self.t_loop = time.monotonic()
+            stop = STOP_BUDGET if opts.num_measure_trials == 0 else ""
+            while not stop:
+                stop = self.round() or ""
+            session.stop = stop
+        result = self.result(session.stop)
         if opts.verbose >= 1:
             print(result.summary(), flush=True)
         return result
 
-    def result(self, stop: str) -> TuneResult:
+    def best(self) -> "tuple[float, State] | None":
+        """The best schedule and its cost: the best tuned one (this run's and the log's), or the
+        default schedule when it ran faster - tuning never reports a schedule slower than the
+        one it started from. None while nothing was tuned successfully."""
         b = self.stats.best.best
+        if b is not None and self.default_cost is not None and self.default_cost < b[0]:
+            return self.default_cost, self.default_state
+        return b
+
+    def result(self, stop: str) -> TuneResult:
+        b, tuned = self.best(), self.stats.best.best
         cost = None if b is None else b[0]
         speedup = (self.default_cost / cost
                    if cost is not None and self.default_cost is not None and cost > 0 else None)
@@ -477,7 +456,9 @@ class _Run:
             speedup_over_default=speedup, log_file=self.log_path, stop_reason=stop,
             resumed_records=self.resumed, search_seconds=self.search_seconds,
             measure_seconds=self.measure_seconds, default_note=self.default_note,
-            model_seconds=self.model_seconds)
+            model_seconds=self.model_seconds,
+            best_is_default=b is not None and tuned is not None and b[0] < tuned[0],
+            tuned_cost=None if tuned is None else tuned[0])
 
 
 def tune_task(task: "SearchTask", options: TuningOptions | None = None,
