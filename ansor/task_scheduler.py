@@ -35,9 +35,10 @@ Tasks excluded by a ``TaskFilter`` (name pattern and/or minimum share of the est
 are neither measured nor counted in the budget, but stay in the table and in the objective.
 The round itself is every search-policy tuner's (``tuning_loop.run_round``, with the untuned
 schedule put first in a task's first round), as is the session ending on Ctrl-C or a lost
-cluster (``tuning_loop.Session``). The argument checks are in ``scheduler_args``; the progress
-callbacks (the table, the latency history) are in ``scheduler_progress`` and importable from
-here too.
+cluster (``tuning_loop.Session``). What the scheduler knows and picks is ``scheduler_numbers``,
+the confirmation of bests ``scheduler_confirm`` (its bases), the argument checks
+``scheduler_args``; the progress callbacks (the table, the latency history) are in
+``scheduler_progress`` and importable from here too.
 """
 from __future__ import annotations
 
@@ -51,7 +52,6 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from cost_model.cost_model import CostModel
 from measure.builder import LocalBuilder
 from measure.checks import check_seed
-from measure.measure import MeasureInput
 from measure.record import RecordToFile, check_log_file
 from measure.runner import LocalRunner
 from measure.runtime import check_num_threads
@@ -61,7 +61,8 @@ from .graph.untuned import untuned_schedule
 from .measurer import STOP_INTERRUPTED, STOP_LOG_FAILED, STOP_UNAVAILABLE, ProgramMeasurer, is_valid
 from .resume import restore, restore_history, resume_paths
 from .scheduler_args import check_pick_args, check_task_filter, check_task_weights, task_index
-from .scheduler_policy import NO_COST, GradientParams, TaskFilter, TaskState, similarity_tag
+from .scheduler_confirm import BestConfirmation
+from .scheduler_policy import NO_COST, TaskFilter, TaskState, similarity_tag
 from .scheduler_progress import (LogEstimatedLatency, PrintTableInfo, TaskSchedulerCallback,
                                  plot_latency_history, read_latency_history)
 from .tuning import TuningOptions, default_cost_model, format_duration
@@ -82,11 +83,6 @@ STOP_ALL_DEAD = "every task is done (nothing new to propose, early stopping or e
 STOP_EARLY = "early stopping: the objective has not improved"
 STOP_NOTHING = "no task to tune (all filtered out)"
 STOP_BUDGET_ALL = "trial budget reached"
-
-
-# The last pass confirms bests until none is left unconfirmed; each pass measures one best per
-# task, and a best that falls (a lucky window) hands over to the next, so a task may need a few.
-MAX_CONFIRM_PASSES = 24
 
 
 @dataclass(frozen=True)
@@ -115,7 +111,7 @@ class SchedulerResult:
         return self.stop_reason.startswith(STOP_UNAVAILABLE)
 
 
-class TaskScheduler:
+class TaskScheduler(BestConfirmation):
     """Tune several tasks with one budget. ``task_weights`` (default: each task's ``weight``
     attribute, else 1) weigh the default objective sum(weight x latency); ``objective_func``
     replaces it by any function of the list of task latencies (seconds; ``NO_COST`` for a task
@@ -125,7 +121,10 @@ class TaskScheduler:
     or a predicate ``f(index, task) -> bool``. ``remeasure_best``: how many measurements a
     task's best needs before it is trusted - an unconfirmed best is measured again at the start
     of each following round and in a last pass, and its cost is the median of its measurements
-    (``pooled_cost``); 1 trusts every single measurement."""
+    (``pooled_cost``); 1 trusts every single measurement.
+
+    What it knows and picks (costs, estimated latency, gradients) is ``SchedulerNumbers``'s; the
+    confirmation of bests is ``BestConfirmation``'s; this class runs the rounds."""
 
     def __init__(self, tasks: Sequence["SearchTask"], task_weights: Sequence[float] | None = None,
                  objective_func: Callable[[Sequence[float]], float] | None = None,
@@ -177,75 +176,6 @@ class TaskScheduler:
         self._policies: dict[int, Any] = {}
         self._rng = random.Random(self.seed)
 
-    # ---- the numbers ---------------------------------------------------------------------------
-    def best_cost(self, i: int) -> float | None:
-        """Task i's best valid cost in seconds (this run's and the log's), or None."""
-        if self.measurer is None:
-            return None
-        b = self.measurer.stats(self.tasks[i].workload_key).best.best
-        return None if b is None else b[0]
-
-    def task_trials(self, i: int) -> int:
-        """Measurements of task i: restored from the log plus this run's."""
-        st = self.state[i]
-        new = 0 if self.measurer is None else self.measurer.stats(self.tasks[i].workload_key).trials
-        return st.restored + new
-
-    def _known(self) -> list[float | None]:
-        return [self.best_cost(i) for i in range(len(self.tasks))]
-
-    def costs(self) -> list[float]:
-        """Every task's latency as the objective sees it: its best cost; for a task excluded by
-        the filter that has no record, its FLOPs at the measured tasks' median throughput
-        (``estimated_shares``); ``NO_COST`` when neither is known."""
-        return policy.objective_costs(self._known(), self.flops, [st.tuned for st in self.state])
-
-    def estimated_shares(self) -> list[float]:
-        """Each task's share of the estimated latency sum(weight x latency): the best cost where
-        known, else its FLOPs at the median throughput of the measured tasks (by FLOPs alone
-        when none is measured: the same throughput for every task)."""
-        return policy.estimated_shares(self._known(), self.flops, self.weights)
-
-    def estimated_latency(self) -> float | None:
-        """The objective over ``costs()``, once every task has a latency; else None."""
-        costs = self.costs()
-        if any(c >= NO_COST for c in costs):
-            return None
-        return float(self.objective(costs))
-
-    def live_tasks(self) -> list[int]:
-        return [i for i, st in enumerate(self.state) if st.tuned and not st.dead]
-
-    def tuned_tasks(self) -> list[int]:
-        return [i for i, st in enumerate(self.state) if st.tuned]
-
-    def budget(self) -> int:
-        return 0 if self.options is None else self.options.num_measure_trials
-
-    # ---- the pick ------------------------------------------------------------------------------
-    def gradients(self) -> dict[int, float]:
-        """The gradient of every live task (the most negative one is tuned next)."""
-        return policy.gradients(self.objective, self.costs(), self._known(), self.live_tasks(),
-                                [st.history for st in self.state], [st.rounds for st in self.state],
-                                self.flops, [self.groups.get(tag, []) for tag in self.tags],
-                                GradientParams(self.alpha, self.beta, self.window))
-
-    def pick(self) -> int | None:
-        """The task to tune next (None: every task is dead)."""
-        live = self.live_tasks()
-        if not live:
-            return None
-        if self.strategy == "round-robin":
-            return policy.next_round_robin(live, len(self.tasks), self.last_task)
-        return policy.lowest_gradient(live, self.gradients(), self._rng)
-
-    def _adjust_group(self, i: int) -> None:
-        """Task i leaves its similarity group when it is not similar after all (``leaves_group``)."""
-        group = self.groups.get(self.tags[i])
-        if group and policy.leaves_group(i, group, self.flops, self._known(),
-                                         [st.rounds for st in self.state], self.beta):
-            group.remove(i)
-
     # ---- set-up --------------------------------------------------------------------------------
     def _apply_filter(self) -> None:
         if self.task_filter is None:
@@ -281,47 +211,6 @@ class TaskScheduler:
             p = self._policies[i] = SketchPolicy(self.tasks[i], self.model, params=params, seed=seed,
                                                  verbose=max(0, opts.verbose - 1))
         return p
-
-    # ---- confirming bests ----------------------------------------------------------------------
-    def unconfirmed(self) -> list[int]:
-        """The tuned tasks whose best has fewer than ``remeasure_best`` measurements."""
-        assert self.measurer is not None
-        out = []
-        for i in self.tuned_tasks():
-            best = self.measurer.stats(self.tasks[i].workload_key).best
-            b = best.best
-            if b is not None and best.samples(b[1]) < self.remeasure_best:
-                out.append(i)
-        return out
-
-    def _confirm(self) -> str | None:
-        """Measure every unconfirmed best once more, in one batch (its samples are then taken
-        seconds apart, one per round, not back to back in one lucky window); logged like any
-        measurement, pooled, not trials. Returns why the run must stop, else None."""
-        assert self.measurer is not None
-        which = self.unconfirmed()
-        if not which:
-            return None
-        inputs = [MeasureInput(self.tasks[i], self.measurer.stats(self.tasks[i].workload_key).best.best[1])
-                  for i in which]
-        results = self.measurer.measure(inputs)
-        for i, inp, res in zip(which, inputs, results):
-            stop = self.measurer.commit(self.tasks[i].workload_key, [inp], [res], remeasure=True)
-            if stop is not None:
-                return stop
-            self.remeasured += 1
-        return None
-
-    def _confirm_all(self) -> str | None:
-        """The last pass: confirm until every task's best is confirmed (a best that falls is
-        replaced by the next, which is then confirmed), at most a few passes."""
-        for _ in range(MAX_CONFIRM_PASSES):
-            if not self.unconfirmed():
-                return None
-            stop = self._confirm()
-            if stop:
-                return stop
-        return None
 
     # ---- one round -----------------------------------------------------------------------------
     def _round(self, i: int, n: int) -> str | None:
