@@ -16,8 +16,10 @@ twice), its best schedules seed the search, the cost model learns from them and 
 starts from the log's. ``num_measure_trials`` counts the new measurements of this call only.
 
 The default schedule (``init_state()``) is timed first, apart from the search (its random
-stream and candidates are the same with or without it), for the speed-up figure; it competes for
-the best, so a run never reports a best slower than the schedule it started from.
+stream and candidates are the same with or without it), for the speed-up figure. When it ran
+faster than every tuned schedule it is the one to keep (``TuneResult.kept_state``), and the
+progress and summary say so: a run never reports a best slower than the schedule it started
+from, nor a speed-up below 1x.
 
 Progress (``verbose=1``) is one line per round plus a summary; details - per-candidate errors and
 search statistics - go to the ``logging`` logger ``"ansor.tune"``.
@@ -46,6 +48,8 @@ from .measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, ST
                        STOP_UNAVAILABLE, ProgramMeasurer, is_valid)
 from .measurer import error_name as _error_name
 from .resume import restore, resume_paths
+from .tuning_format import format_duration, format_gflops, format_seconds, format_speedup
+from .tuning_format import gflops_part as _gflops_part
 from .tuning_loop import Session, run_round
 
 if TYPE_CHECKING:
@@ -55,12 +59,13 @@ if TYPE_CHECKING:
     from .search_task import SearchTask
 
 __all__ = ["MAX_CONSECUTIVE_ERRORS", "STOP_LOG_FAILED", "TuneResult", "TuningOptions",
-           "default_cost_model", "tune_task"]
+           "default_cost_model", "format_duration", "format_gflops", "format_seconds",
+           "format_speedup", "tune_task"]
 
 logger = logging.getLogger("ansor.tune")
 
-# The default schedule is measured once per call for the speed-up figure (and competes for the
-# best, ``_Run.best``). A naive large kernel can take many seconds per call, so it gets its own,
+# The default schedule is measured once per call for the speed-up figure (and is kept when it
+# is faster than every tuned schedule, ``TuneResult.kept_state``). A naive large kernel can take many seconds per call, so it gets its own,
 # generous timeout ...
 DEFAULT_SCHEDULE_TIMEOUT = 120.0
 # ... and a first single cold call; only a call shorter than this is timed again, as candidates
@@ -143,10 +148,11 @@ class TuneResult:
 
     ``best_state`` is None (and ``best_cost``/``best_gflops`` too) when no schedule has been
     measured successfully; ``default_cost`` is None when the default schedule could not be
-    measured (see ``default_note``). The default schedule competes for the best: when it ran
-    faster than every tuned schedule, it is the best (``best_is_default``, speed-up 1x) and
-    ``tuned_cost`` is the best tuned schedule's cost, the log's best (the default schedule is
-    timed for comparison, not logged).
+    measured (see ``default_note``). ``best_*`` and ``speedup_over_default`` are the tuned
+    schedules' (the log's best). The default schedule is timed for comparison, not logged; when
+    it ran faster than every tuned schedule (``default_is_faster``: a tiny operator on a busy
+    machine), it is the schedule to keep: ``kept_state``/``kept_cost``/``kept_speedup`` are the
+    faster of the two, and what the summary prints - never slower than the default schedule.
     """
 
     task_desc: str
@@ -165,8 +171,30 @@ class TuneResult:
     measure_seconds: float = 0.0
     default_note: str = ""
     model_seconds: float = 0.0  # the cost model learning from measurements (features + training)
-    best_is_default: bool = False
-    tuned_cost: float | None = None
+    default_state: "State | None" = None
+
+    @property
+    def default_is_faster(self) -> bool:
+        """The default schedule ran faster than every tuned schedule."""
+        return (self.default_cost is not None and self.best_cost is not None
+                and self.default_cost < self.best_cost)
+
+    @property
+    def kept_state(self) -> "State | None":
+        """The schedule to keep: the best tuned one, or the default when it ran faster."""
+        return self.default_state if self.default_is_faster else self.best_state
+
+    @property
+    def kept_cost(self) -> float | None:
+        return self.default_cost if self.default_is_faster else self.best_cost
+
+    @property
+    def kept_speedup(self) -> float | None:
+        """``kept_cost`` over the default schedule's (>= 1), or None when either is unknown."""
+        kept = self.kept_cost
+        if kept is None or self.default_cost is None or kept <= 0:
+            return None
+        return self.default_cost / kept
 
     @property
     def interrupted(self) -> bool:
@@ -189,15 +217,20 @@ class TuneResult:
         if self.best_cost is None:
             lines.append("  best time        none (no schedule was measured successfully)")
         else:
-            lines.append(f"  best time        {format_seconds(self.best_cost)}"
-                         f"{_gflops_part(self.best_gflops)}")
-            if self.best_is_default and self.tuned_cost is not None:
-                lines.append(f"                   the default schedule: no tuned schedule was "
-                             f"faster (the log's best: {format_seconds(self.tuned_cost)})")
+            kept = self.kept_cost
+            assert kept is not None
+            # The FLOPs are known when the tuned best has GFLOPS.
+            gf = None if self.best_gflops is None else self.best_gflops * self.best_cost / kept
+            lines.append(f"  best time        {format_seconds(kept)}{_gflops_part(gf)}"
+                         + (" (the default schedule: no tuned schedule was faster)"
+                            if self.default_is_faster else ""))
+            if self.default_is_faster:
+                lines.append(f"  tuned best       {format_seconds(self.best_cost)}"
+                             f"{_gflops_part(self.best_gflops)} (the log's best)")
         if self.default_cost is not None:
             d = f"  default schedule {format_seconds(self.default_cost)}"
-            if self.speedup_over_default is not None:
-                d += f" -> speed-up {format_speedup(self.speedup_over_default)}"
+            if self.kept_speedup is not None:
+                d += f" -> speed-up {format_speedup(self.kept_speedup)}"
             lines.append(d)
         elif self.default_note:
             lines.append(f"  default schedule {self.default_note}")
@@ -209,41 +242,6 @@ class TuneResult:
                      f"{format_duration(self.model_seconds)})")
         lines.append(f"  log file         {self.log_file if self.log_file else '(none)'}")
         return "\n".join(lines)
-
-
-# ---- formatting ---------------------------------------------------------------------------------
-
-def format_seconds(sec: float) -> str:
-    """A kernel time with 3 significant digits: ``52.3 us``, ``0.52 ms``, ``1.23 s``."""
-    if sec < 1e-4:
-        return f"{sec * 1e6:.3g} us"
-    if sec < 1:
-        return f"{sec * 1e3:.3g} ms"
-    return f"{sec:.3g} s"
-
-
-def format_gflops(gf: float) -> str:
-    return f"{gf:.0f}" if gf >= 100 else f"{gf:.3g}"
-
-
-def format_speedup(x: float) -> str:
-    return f"{x:.0f}x" if x >= 100 else f"{x:.3g}x"
-
-
-def format_duration(sec: float) -> str:
-    """A wall-clock span: ``41 s``, ``12 min 3 s``, ``2 h 05 min``."""
-    sec = max(0.0, sec)
-    if sec < 100:
-        return f"{sec:.0f} s" if sec >= 10 else f"{sec:.1f} s"
-    m, s = divmod(int(round(sec)), 60)
-    if m < 60:
-        return f"{m} min {s} s"
-    h, m = divmod(m, 60)
-    return f"{h} h {m:02d} min"
-
-
-def _gflops_part(gf: float | None) -> str:
-    return "" if gf is None else f" {format_gflops(gf)} GFLOPS"
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -314,7 +312,7 @@ class _Run:
         """``[matmul(1024, 1024, 1024)] trials 128/200 | best 0.52 ms 4130 GFLOPS | round best
         0.61 ms | errors 3 | 41 s elapsed, ~23 s left``."""
         budget = self.opts.num_measure_trials
-        b = self.best()
+        b = self.kept()
         best = "-" if b is None else f"{format_seconds(b[0])}{_gflops_part(self._gflops(b[0]))}"
         rb = "-" if round_best is None else format_seconds(round_best)
         now = time.monotonic()
@@ -435,17 +433,17 @@ class _Run:
             print(result.summary(), flush=True)
         return result
 
-    def best(self) -> "tuple[float, State] | None":
-        """The best schedule and its cost: the best tuned one (this run's and the log's), or the
-        default schedule when it ran faster - tuning never reports a schedule slower than the
-        one it started from. None while nothing was tuned successfully."""
+    def kept(self) -> "tuple[float, State] | None":
+        """The best cost and schedule so far as the progress line says it: the best tuned one
+        (this run's and the log's), or the default schedule when it ran faster. None while
+        nothing was tuned successfully."""
         b = self.stats.best.best
         if b is not None and self.default_cost is not None and self.default_cost < b[0]:
             return self.default_cost, self.default_state
         return b
 
     def result(self, stop: str) -> TuneResult:
-        b, tuned = self.best(), self.stats.best.best
+        b = self.stats.best.best
         cost = None if b is None else b[0]
         speedup = (self.default_cost / cost
                    if cost is not None and self.default_cost is not None and cost > 0 else None)
@@ -456,9 +454,7 @@ class _Run:
             speedup_over_default=speedup, log_file=self.log_path, stop_reason=stop,
             resumed_records=self.resumed, search_seconds=self.search_seconds,
             measure_seconds=self.measure_seconds, default_note=self.default_note,
-            model_seconds=self.model_seconds,
-            best_is_default=b is not None and tuned is not None and b[0] < tuned[0],
-            tuned_cost=None if tuned is None else tuned[0])
+            model_seconds=self.model_seconds, default_state=self.default_state)
 
 
 def tune_task(task: "SearchTask", options: TuningOptions | None = None,
