@@ -1,8 +1,8 @@
 """ProgramMeasurer: the measuring half of every tuning loop, shared by all tuners (TVM's name).
 
-A tuner (the auto-scheduler's ``tuning._Run``, the template tuners' ``autotvm.tuner._Session``,
-a future task scheduler spreading one budget over many tasks) decides *what* to measure; the
-measurer does the rest the same way for all of them:
+A tuner (``SearchTask.tune``, the ``TaskScheduler`` spreading one budget over many tasks, the
+template tuners; the round and session they share are ``tuning_loop``'s) decides *what* to
+measure; the measurer does the rest the same way for all of them:
 
 * deduplicates candidates against what was measured, per task (``new_states``);
 * builds and runs a batch with its builder and runner, a failure of the whole batch becoming one

@@ -26,20 +26,23 @@ conv helps the next) and ONE ``ProgramMeasurer`` (per-task bookkeeping by worklo
 each task has its own ``SketchPolicy``, created when it is first tuned.
 
 Resuming (``load_log_file``, and ``options.log_file`` when it exists, as ``tune_task`` does;
-``scheduler_resume``) restores each task's best cost, its trial count and per-round history, the
+``resume``) restores each task's best cost, its trial count and per-round history, the
 measured set (nothing is measured twice) and retrains the shared cost model on the restored
 records - TVM's scheduler restored the costs but not the model, so resumed runs started the
 search from scratch.
 
 Tasks excluded by a ``TaskFilter`` (name pattern and/or minimum share of the estimated latency)
 are neither measured nor counted in the budget, but stay in the table and in the objective.
-The progress callbacks (the table, the latency history) are in ``scheduler_progress``; every
-public name of the three helper modules is importable from here too.
+The round itself is every search-policy tuner's (``tuning_loop.run_round``, with the untuned
+schedule put first in a task's first round), as is the session ending on Ctrl-C or a lost
+cluster (``tuning_loop.Session``). What the scheduler knows and picks is ``scheduler_numbers``,
+the confirmation of bests ``scheduler_confirm`` (its bases), the argument checks
+``scheduler_args``; the progress callbacks (the table, the latency history) are in
+``scheduler_progress`` and importable from here too.
 """
 from __future__ import annotations
 
 import logging
-import math
 import os
 import random
 import time
@@ -48,20 +51,21 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from cost_model.cost_model import CostModel
 from measure.checks import check_seed
-from measure.measure import MeasureInput, MeasureUnavailableError
 from measure.measurers import Measurers
 from measure.record import RecordToFile, check_log_file
 from measure.runtime import check_num_threads
 
 from . import scheduler_policy as policy
 from .graph.untuned import untuned_schedule
-from .measurer import (STOP_INTERRUPTED, STOP_LOG_FAILED, STOP_UNAVAILABLE, ProgramMeasurer,
-                       is_valid, unavailable_stop)
-from .scheduler_policy import NO_COST, GradientParams, TaskFilter, TaskState, similarity_tag
+from .measurer import STOP_INTERRUPTED, STOP_LOG_FAILED, STOP_UNAVAILABLE, ProgramMeasurer, is_valid
+from .resume import restore, restore_history, resume_paths
+from .scheduler_args import check_pick_args, check_task_filter, check_task_weights, task_index
+from .scheduler_confirm import BestConfirmation
+from .scheduler_policy import NO_COST, TaskFilter, TaskState, similarity_tag
 from .scheduler_progress import (LogEstimatedLatency, PrintTableInfo, TaskSchedulerCallback,
                                  plot_latency_history, read_latency_history)
-from .scheduler_resume import restore_logs, resume_paths
 from .tuning import TuningOptions, default_cost_model, format_duration
+from .tuning_loop import Batch, Session, run_round
 
 if TYPE_CHECKING:
     from .search_task import SearchTask
@@ -78,11 +82,6 @@ STOP_ALL_DEAD = "every task is done (nothing new to propose, early stopping or e
 STOP_EARLY = "early stopping: the objective has not improved"
 STOP_NOTHING = "no task to tune (all filtered out)"
 STOP_BUDGET_ALL = "trial budget reached"
-
-
-# The last pass confirms bests until none is left unconfirmed; each pass measures one best per
-# task, and a best that falls (a lucky window) hands over to the next, so a task may need a few.
-MAX_CONFIRM_PASSES = 24
 
 
 @dataclass(frozen=True)
@@ -111,63 +110,7 @@ class SchedulerResult:
         return self.stop_reason.startswith(STOP_UNAVAILABLE)
 
 
-def _task_index(tasks: Sequence["SearchTask"]) -> dict[str, int]:
-    """Each task's number by workload key; not tasks, none or the same computation twice raise."""
-    from .search_task import SearchTask  # noqa: PLC0415 - the task module imports tuning
-
-    if not tasks:
-        raise ValueError("TaskScheduler needs at least one task")
-    keys: dict[str, int] = {}
-    for i, t in enumerate(tasks):
-        if not isinstance(t, SearchTask):
-            raise TypeError(f"TaskScheduler task {i} must be an ansor.SearchTask, got "
-                            f"{type(t).__name__}")
-        if t.workload_key in keys:
-            raise ValueError(f"TaskScheduler tasks {keys[t.workload_key]} and {i} are the same "
-                             f"computation ({t.desc}): merge them and add their weights")
-        keys[t.workload_key] = i
-    return keys
-
-
-def _task_weights(tasks: Sequence["SearchTask"], task_weights: Sequence[float] | None) -> list[float]:
-    """The weights (default: each task's ``weight``, else 1), one positive number per task."""
-    if task_weights is None:
-        task_weights = [getattr(t, "weight", 1) for t in tasks]
-    weights = [float(w) for w in task_weights]
-    if len(weights) != len(tasks):
-        raise ValueError(f"TaskScheduler: {len(weights)} task_weights for {len(tasks)} tasks")
-    for i, w in enumerate(weights):
-        if not math.isfinite(w) or w <= 0:
-            raise ValueError(f"TaskScheduler task_weights[{i}] must be a positive number, got {w!r}")
-    return weights
-
-
-def _check_pick_args(strategy: str, alpha: float, beta: float, backward_window_size: int) -> None:
-    """Raise on an unknown strategy or a gradient constant out of its range."""
-    if strategy not in ("gradient", "round-robin"):
-        raise ValueError(f"TaskScheduler strategy must be 'gradient' or 'round-robin', got {strategy!r}")
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"TaskScheduler alpha must be in [0, 1], got {alpha!r}")
-    if not beta >= 1.0:
-        raise ValueError(f"TaskScheduler beta must be >= 1, got {beta!r}")
-    if isinstance(backward_window_size, bool) or not isinstance(backward_window_size, int) \
-            or backward_window_size < 1:
-        raise ValueError("TaskScheduler backward_window_size must be an integer >= 1, got "
-                         f"{backward_window_size!r}")
-
-
-def _task_filter(task_filter: "TaskFilter | str | Callable[[int, SearchTask], bool] | None"
-                 ) -> "TaskFilter | Callable[[int, SearchTask], bool] | None":
-    """A ``TaskFilter`` (a pattern string becomes one), a predicate or None."""
-    if isinstance(task_filter, str):
-        task_filter = TaskFilter(pattern=task_filter)
-    if task_filter is not None and not (isinstance(task_filter, TaskFilter) or callable(task_filter)):
-        raise TypeError("TaskScheduler task_filter must be a TaskFilter, a pattern string or "
-                        f"a predicate, got {type(task_filter).__name__}")
-    return task_filter
-
-
-class TaskScheduler:
+class TaskScheduler(BestConfirmation):
     """Tune several tasks with one budget. ``task_weights`` (default: each task's ``weight``
     attribute, else 1) weigh the default objective sum(weight x latency); ``objective_func``
     replaces it by any function of the list of task latencies (seconds; ``NO_COST`` for a task
@@ -177,7 +120,10 @@ class TaskScheduler:
     or a predicate ``f(index, task) -> bool``. ``remeasure_best``: how many measurements a
     task's best needs before it is trusted - an unconfirmed best is measured again at the start
     of each following round and in a last pass, and its cost is the median of its measurements
-    (``pooled_cost``); 1 trusts every single measurement."""
+    (``pooled_cost``); 1 trusts every single measurement.
+
+    What it knows and picks (costs, estimated latency, gradients) is ``SchedulerNumbers``'s; the
+    confirmation of bests is ``BestConfirmation``'s; this class runs the rounds."""
 
     def __init__(self, tasks: Sequence["SearchTask"], task_weights: Sequence[float] | None = None,
                  objective_func: Callable[[Sequence[float]], float] | None = None,
@@ -187,13 +133,13 @@ class TaskScheduler:
                  task_filter: "TaskFilter | str | Callable[[int, SearchTask], bool] | None" = None,
                  cost_model: CostModel | None = None, remeasure_best: int = 3):
         self.tasks = list(tasks)
-        self._index = _task_index(self.tasks)
-        self.weights = _task_weights(self.tasks, task_weights)
+        self._index = task_index(self.tasks)
+        self.weights = check_task_weights(self.tasks, task_weights)
         if objective_func is not None and not callable(objective_func):
             raise TypeError("TaskScheduler objective_func must be callable (list of latencies -> float)")
         self.objective = (objective_func if objective_func is not None
                           else policy.default_objective(self.weights))
-        _check_pick_args(strategy, alpha, beta, backward_window_size)
+        check_pick_args(strategy, alpha, beta, backward_window_size)
         self.strategy = strategy
         self.alpha, self.beta, self.window = float(alpha), float(beta), backward_window_size
         self.seed = check_seed("TaskScheduler seed", seed)
@@ -203,7 +149,7 @@ class TaskScheduler:
             if not isinstance(cb, TaskSchedulerCallback):
                 raise TypeError(f"TaskScheduler callbacks must be TaskSchedulerCallback objects, "
                                 f"got {type(cb).__name__}")
-        self.task_filter = _task_filter(task_filter)
+        self.task_filter = check_task_filter(task_filter)
         self.cost_model = cost_model
         if isinstance(remeasure_best, bool) or not isinstance(remeasure_best, int) or remeasure_best < 1:
             raise ValueError(f"TaskScheduler remeasure_best must be an integer >= 1, got {remeasure_best!r}")
@@ -229,75 +175,6 @@ class TaskScheduler:
         self._policies: dict[int, Any] = {}
         self._rng = random.Random(self.seed)
 
-    # ---- the numbers ---------------------------------------------------------------------------
-    def best_cost(self, i: int) -> float | None:
-        """Task i's best valid cost in seconds (this run's and the log's), or None."""
-        if self.measurer is None:
-            return None
-        b = self.measurer.stats(self.tasks[i].workload_key).best.best
-        return None if b is None else b[0]
-
-    def task_trials(self, i: int) -> int:
-        """Measurements of task i: restored from the log plus this run's."""
-        st = self.state[i]
-        new = 0 if self.measurer is None else self.measurer.stats(self.tasks[i].workload_key).trials
-        return st.restored + new
-
-    def _known(self) -> list[float | None]:
-        return [self.best_cost(i) for i in range(len(self.tasks))]
-
-    def costs(self) -> list[float]:
-        """Every task's latency as the objective sees it: its best cost; for a task excluded by
-        the filter that has no record, its FLOPs at the measured tasks' median throughput
-        (``estimated_shares``); ``NO_COST`` when neither is known."""
-        return policy.objective_costs(self._known(), self.flops, [st.tuned for st in self.state])
-
-    def estimated_shares(self) -> list[float]:
-        """Each task's share of the estimated latency sum(weight x latency): the best cost where
-        known, else its FLOPs at the median throughput of the measured tasks (by FLOPs alone
-        when none is measured: the same throughput for every task)."""
-        return policy.estimated_shares(self._known(), self.flops, self.weights)
-
-    def estimated_latency(self) -> float | None:
-        """The objective over ``costs()``, once every task has a latency; else None."""
-        costs = self.costs()
-        if any(c >= NO_COST for c in costs):
-            return None
-        return float(self.objective(costs))
-
-    def live_tasks(self) -> list[int]:
-        return [i for i, st in enumerate(self.state) if st.tuned and not st.dead]
-
-    def tuned_tasks(self) -> list[int]:
-        return [i for i, st in enumerate(self.state) if st.tuned]
-
-    def budget(self) -> int:
-        return 0 if self.options is None else self.options.num_measure_trials
-
-    # ---- the pick ------------------------------------------------------------------------------
-    def gradients(self) -> dict[int, float]:
-        """The gradient of every live task (the most negative one is tuned next)."""
-        return policy.gradients(self.objective, self.costs(), self._known(), self.live_tasks(),
-                                [st.history for st in self.state], [st.rounds for st in self.state],
-                                self.flops, [self.groups.get(tag, []) for tag in self.tags],
-                                GradientParams(self.alpha, self.beta, self.window))
-
-    def pick(self) -> int | None:
-        """The task to tune next (None: every task is dead)."""
-        live = self.live_tasks()
-        if not live:
-            return None
-        if self.strategy == "round-robin":
-            return policy.next_round_robin(live, len(self.tasks), self.last_task)
-        return policy.lowest_gradient(live, self.gradients(), self._rng)
-
-    def _adjust_group(self, i: int) -> None:
-        """Task i leaves its similarity group when it is not similar after all (``leaves_group``)."""
-        group = self.groups.get(self.tags[i])
-        if group and policy.leaves_group(i, group, self.flops, self._known(),
-                                         [st.rounds for st in self.state], self.beta):
-            group.remove(i)
-
     # ---- set-up --------------------------------------------------------------------------------
     def _apply_filter(self) -> None:
         if self.task_filter is None:
@@ -308,16 +185,14 @@ class TaskScheduler:
 
     def _resume(self, paths: list[str]) -> None:
         """Restore every task's records of this toolchain from the logs ``paths``, then retrain
-        the cost model on them."""
+        the cost model on them (``resume.restore``)."""
         assert self.measurer is not None
-        inputs, results, seen = restore_logs(paths, self.tasks, self._index, self.measurer,
-                                             self.state, self.per_round, self._say)
-        self.restored = len(inputs)
-        if inputs and self.model is not None:
-            t0 = time.monotonic()
-            self.model.update(inputs, results)  # one retraining on every restored record
-            self._say(f"cost model retrained on the {len(inputs)} restored record(s) of "
-                      f"{len(seen)} task(s) in {format_duration(time.monotonic() - t0)}")
+        restored = restore(paths, self.tasks, self.measurer, self.model, self._index)
+        restore_history(restored, paths, self.state, self.per_round, self._say)
+        self.restored = len(restored.inputs)
+        if self.restored and self.model is not None:
+            self._say(f"cost model retrained on the {self.restored} restored record(s) of "
+                      f"{len(restored.tasks)} task(s) in {format_duration(restored.model_seconds)}")
 
     def _say(self, text: str) -> None:
         if self.options is not None and self.options.verbose >= 1:
@@ -336,47 +211,6 @@ class TaskScheduler:
                                                  verbose=max(0, opts.verbose - 1))
         return p
 
-    # ---- confirming bests ----------------------------------------------------------------------
-    def unconfirmed(self) -> list[int]:
-        """The tuned tasks whose best has fewer than ``remeasure_best`` measurements."""
-        assert self.measurer is not None
-        out = []
-        for i in self.tuned_tasks():
-            best = self.measurer.stats(self.tasks[i].workload_key).best
-            b = best.best
-            if b is not None and best.samples(b[1]) < self.remeasure_best:
-                out.append(i)
-        return out
-
-    def _confirm(self) -> str | None:
-        """Measure every unconfirmed best once more, in one batch (its samples are then taken
-        seconds apart, one per round, not back to back in one lucky window); logged like any
-        measurement, pooled, not trials. Returns why the run must stop, else None."""
-        assert self.measurer is not None
-        which = self.unconfirmed()
-        if not which:
-            return None
-        inputs = [MeasureInput(self.tasks[i], self.measurer.stats(self.tasks[i].workload_key).best.best[1])
-                  for i in which]
-        results = self.measurer.measure(inputs)
-        for i, inp, res in zip(which, inputs, results):
-            stop = self.measurer.commit(self.tasks[i].workload_key, [inp], [res], remeasure=True)
-            if stop is not None:
-                return stop
-            self.remeasured += 1
-        return None
-
-    def _confirm_all(self) -> str | None:
-        """The last pass: confirm until every task's best is confirmed (a best that falls is
-        replaced by the next, which is then confirmed), at most a few passes."""
-        for _ in range(MAX_CONFIRM_PASSES):
-            if not self.unconfirmed():
-                return None
-            stop = self._confirm()
-            if stop:
-                return stop
-        return None
-
     # ---- one round -----------------------------------------------------------------------------
     def _round(self, i: int, n: int) -> str | None:
         """Tune task i for one round of up to n candidates; returns why the whole run must stop
@@ -385,33 +219,29 @@ class TaskScheduler:
         task, st = self.tasks[i], self.state[i]
         key = task.workload_key
         stats = self.measurer.stats(key)
-        self.measurer.catch_up(key, task.compute_dag)  # what another tuner logged meanwhile
-        proposed = list(self._policy(i).generate_measure_candidates(n, stats.measured_keys,
-                                                                    stats.best.states()) or ())
-        if stats.trials == 0:
+
+        def untuned() -> list[Any]:
             # The rule-based schedule the network runs untuned goes first in a task's first
             # round: tuning never leaves a task slower than the untuned network, and the search
             # evolves from a good measured state as soon as its second round.
-            proposed.insert(0, untuned_schedule(task.compute_dag, hardware_params=task.hardware_params)[0])
-        states = self.measurer.new_states(key, proposed, n)
-        if not states:
-            st.dead = "search space exhausted"
-            return None
-        inputs = [MeasureInput(task, s) for s in states]
-        results = self.measurer.measure(inputs)
+            if stats.trials:
+                return []
+            return [untuned_schedule(task.compute_dag, hardware_params=task.hardware_params)[0]]
 
-        def book() -> None:  # with the batch, still with Ctrl-C held back
+        def book(batch: Batch) -> None:  # with the batch, still with Ctrl-C held back
             st.rounds += 1
             c = self.best_cost(i)
             st.history.append(NO_COST if c is None else c)
-            self.trials += len(inputs)
+            self.trials += len(batch.inputs)
             self.rounds_done += 1
 
-        stop = self.measurer.commit(key, inputs, results, then=book)
-        if stop is not None:
-            return stop
-        if self.model is not None:
-            self.model.update(inputs, results)
+        batch = run_round(task, self._policy(i), self.measurer, self.model, n, first=untuned,
+                          then=book)
+        if not batch.inputs:
+            st.dead = "search space exhausted"
+            return None
+        if batch.stop is not None:
+            return batch.stop
         why = self.measurer.stop_reason(key, 2 ** 62, self.options.early_stopping)
         if why is None and stats.best.best is None and st.rounds >= NO_VALID_ROUNDS:
             # Without a valid cost the task stands for NO_COST and would win every pick until
@@ -421,7 +251,8 @@ class TaskScheduler:
             logger.warning("%s retired: %s", task.desc, why)
         if why is not None:
             st.dead = why
-        logger.info("%s: round of %d, %d valid", task.desc, len(inputs), sum(map(is_valid, results)))
+        logger.info("%s: round of %d, %d valid", task.desc, len(batch.inputs),
+                    sum(map(is_valid, batch.results)))
         return None
 
     # ---- the run -------------------------------------------------------------------------------
@@ -447,21 +278,11 @@ class TaskScheduler:
                                         None if log_path is None else RecordToFile(log_path),
                                         verbose=max(0, options.verbose - 1), logger=logger)
         self.t_start = time.monotonic()
-        stop = ""
-        try:
-            try:
-                stop = self._run(log_path)
-            except KeyboardInterrupt:
-                # The round under way (if any) is abandoned: not logged, not counted.
-                stop = STOP_INTERRUPTED
-            except MeasureUnavailableError as err:
-                # As on Ctrl-C: the round under way is abandoned, the log keeps the finished ones.
-                stop = unavailable_stop(err, log_path)
-                logger.info("%s", stop)  # said on the next line and in the result
-                self._say(f"stopped: {stop}")
-        finally:
-            self.measurer.close()
-            measurers.close()
+        with Session(self.measurer, log_path, measurers=measurers, logger=logger) as session:
+            session.stop = self._run(log_path)
+        stop = session.stop
+        if stop.startswith(STOP_UNAVAILABLE):
+            self._say(f"stopped: {stop}")
         self.next_task = None
         result = SchedulerResult(
             stop_reason=stop, trials=self.trials, restored=self.restored,

@@ -1,19 +1,25 @@
 """Tuning one task: the measure-and-learn loop behind ``SearchTask.tune``.
 
-Each round the search policy proposes candidates it has not measured before, the
-``ProgramMeasurer`` (``ansor.measurer``, shared with the template tuners) measures them, the
+Each round (``tuning_loop.run_round``, the round every search-policy tuner runs) the search
+policy proposes candidates it has not measured before, the ``ProgramMeasurer`` measures them, the
 results are appended to the log at once (a run killed at any moment keeps every finished batch)
 and fed to the cost model. The loop stops at the trial budget, when the best
 has not improved for ``early_stopping`` trials, when the policy has nothing new to propose, after
 ``MAX_CONSECUTIVE_ERRORS`` failed measurements in a row, when a batch cannot be appended to the
 log (a full disk: the log keeps whole lines only), when the builder's or runner's machinery goes
 away (``MeasureUnavailableError``: a Dask scheduler shut down; the stop reason says how to
-resume), or on Ctrl-C.
+resume), or on Ctrl-C (``tuning_loop.Session``).
 
-Resuming is implicit: when ``log_file`` already holds records of the task, every schedule in it
-counts as measured (nothing is measured twice), its best schedules seed the search, the cost model
-learns from them and the best cost starts from the log's. ``num_measure_trials`` counts the new
-measurements of this call only.
+Resuming is implicit (``resume.restore``, shared with the task scheduler): when ``log_file``
+already holds records of the task, every schedule in it counts as measured (nothing is measured
+twice), its best schedules seed the search, the cost model learns from them and the best cost
+starts from the log's. ``num_measure_trials`` counts the new measurements of this call only.
+
+The default schedule (``init_state()``) is timed first, apart from the search (its random
+stream and candidates are the same with or without it), for the speed-up figure. When it ran
+faster than every tuned schedule it is the one to keep (``TuneResult.kept_state``), and the
+progress and summary say so: a run never reports a best slower than the schedule it started
+from, nor a speed-up below 1x.
 
 Progress (``verbose=1``) is one line per round plus a summary; details - per-candidate errors and
 search statistics - go to the ``logging`` logger ``"ansor.tune"``.
@@ -31,17 +37,20 @@ from cost_model.cost_model import CostModel
 from cost_model.lgbm_model import LGBModel
 from cost_model.pretrained import load_pretrained
 from measure.checks import MAX_PER_ROUND, MAX_TRIALS, check_count, check_seed
-from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, MeasureUnavailableError
+from measure.measure import MeasureErrorNo, MeasureInput
 from measure.measurers import Measurers, check_measurers
 from measure.protocols import Builder, Runner
-from measure.record import LineWarner, RecordToFile, check_log_file, iter_lines, target_summary
+from measure.record import RecordToFile, check_log_file
 from measure.runtime import check_num_threads
 from measure.target import host_cpu_name
 
 from .measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
-                       STOP_UNAVAILABLE, ProgramMeasurer, is_valid, unavailable_stop)
+                       STOP_UNAVAILABLE, ProgramMeasurer, is_valid)
 from .measurer import error_name as _error_name
-from .task_records import record_to_input
+from .resume import restore, resume_paths
+from .tuning_format import format_duration, format_gflops, format_seconds, format_speedup
+from .tuning_format import gflops_part as _gflops_part
+from .tuning_loop import Session, run_round
 
 if TYPE_CHECKING:
     from sketch.loop_state import State
@@ -50,12 +59,14 @@ if TYPE_CHECKING:
     from .search_task import SearchTask
 
 __all__ = ["MAX_CONSECUTIVE_ERRORS", "STOP_LOG_FAILED", "TuneResult", "TuningOptions",
-           "default_cost_model", "tune_task"]
+           "default_cost_model", "format_duration", "format_gflops", "format_seconds",
+           "format_speedup", "tune_task"]
 
 logger = logging.getLogger("ansor.tune")
 
-# The default schedule is measured once per call for the speed-up figure. A naive large kernel
-# can take many seconds per call, so it gets its own, generous timeout ...
+# The default schedule is measured once per call for the speed-up figure (and is kept when it
+# is faster than every tuned schedule, ``TuneResult.kept_state``). A naive large kernel can take many seconds per call, so it gets its own,
+# generous timeout ...
 DEFAULT_SCHEDULE_TIMEOUT = 120.0
 # ... and a first single cold call; only a call shorter than this is timed again, as candidates
 # are (warm-up, min_repeat_ms), which for a long call would multiply its cost. On a call this long
@@ -133,7 +144,11 @@ class TuneResult:
 
     ``best_state`` is None (and ``best_cost``/``best_gflops`` too) when no schedule has been
     measured successfully; ``default_cost`` is None when the default schedule could not be
-    measured (see ``default_note``).
+    measured (see ``default_note``). ``best_*`` and ``speedup_over_default`` are the tuned
+    schedules' (the log's best). The default schedule is timed for comparison, not logged; when
+    it ran faster than every tuned schedule (``default_is_faster``: a tiny operator on a busy
+    machine), it is the schedule to keep: ``kept_state``/``kept_cost``/``kept_speedup`` are the
+    faster of the two, and what the summary prints - never slower than the default schedule.
     """
 
     task_desc: str
@@ -152,6 +167,30 @@ class TuneResult:
     measure_seconds: float = 0.0
     default_note: str = ""
     model_seconds: float = 0.0  # the cost model learning from measurements (features + training)
+    default_state: "State | None" = None
+
+    @property
+    def default_is_faster(self) -> bool:
+        """The default schedule ran faster than every tuned schedule."""
+        return (self.default_cost is not None and self.best_cost is not None
+                and self.default_cost < self.best_cost)
+
+    @property
+    def kept_state(self) -> "State | None":
+        """The schedule to keep: the best tuned one, or the default when it ran faster."""
+        return self.default_state if self.default_is_faster else self.best_state
+
+    @property
+    def kept_cost(self) -> float | None:
+        return self.default_cost if self.default_is_faster else self.best_cost
+
+    @property
+    def kept_speedup(self) -> float | None:
+        """``kept_cost`` over the default schedule's (>= 1), or None when either is unknown."""
+        kept = self.kept_cost
+        if kept is None or self.default_cost is None or kept <= 0:
+            return None
+        return self.default_cost / kept
 
     @property
     def interrupted(self) -> bool:
@@ -174,12 +213,20 @@ class TuneResult:
         if self.best_cost is None:
             lines.append("  best time        none (no schedule was measured successfully)")
         else:
-            lines.append(f"  best time        {format_seconds(self.best_cost)}"
-                         f"{_gflops_part(self.best_gflops)}")
+            kept = self.kept_cost
+            assert kept is not None
+            # The FLOPs are known when the tuned best has GFLOPS.
+            gf = None if self.best_gflops is None else self.best_gflops * self.best_cost / kept
+            lines.append(f"  best time        {format_seconds(kept)}{_gflops_part(gf)}"
+                         + (" (the default schedule: no tuned schedule was faster)"
+                            if self.default_is_faster else ""))
+            if self.default_is_faster:
+                lines.append(f"  tuned best       {format_seconds(self.best_cost)}"
+                             f"{_gflops_part(self.best_gflops)} (the log's best)")
         if self.default_cost is not None:
             d = f"  default schedule {format_seconds(self.default_cost)}"
-            if self.speedup_over_default is not None:
-                d += f" -> speed-up {format_speedup(self.speedup_over_default)}"
+            if self.kept_speedup is not None:
+                d += f" -> speed-up {format_speedup(self.kept_speedup)}"
             lines.append(d)
         elif self.default_note:
             lines.append(f"  default schedule {self.default_note}")
@@ -191,41 +238,6 @@ class TuneResult:
                      f"{format_duration(self.model_seconds)})")
         lines.append(f"  log file         {self.log_file if self.log_file else '(none)'}")
         return "\n".join(lines)
-
-
-# ---- formatting ---------------------------------------------------------------------------------
-
-def format_seconds(sec: float) -> str:
-    """A kernel time with 3 significant digits: ``52.3 us``, ``0.52 ms``, ``1.23 s``."""
-    if sec < 1e-4:
-        return f"{sec * 1e6:.3g} us"
-    if sec < 1:
-        return f"{sec * 1e3:.3g} ms"
-    return f"{sec:.3g} s"
-
-
-def format_gflops(gf: float) -> str:
-    return f"{gf:.0f}" if gf >= 100 else f"{gf:.3g}"
-
-
-def format_speedup(x: float) -> str:
-    return f"{x:.0f}x" if x >= 100 else f"{x:.3g}x"
-
-
-def format_duration(sec: float) -> str:
-    """A wall-clock span: ``41 s``, ``12 min 3 s``, ``2 h 05 min``."""
-    sec = max(0.0, sec)
-    if sec < 100:
-        return f"{sec:.0f} s" if sec >= 10 else f"{sec:.1f} s"
-    m, s = divmod(int(round(sec)), 60)
-    if m < 60:
-        return f"{m} min {s} s"
-    h, m = divmod(m, 60)
-    return f"{h} h {m:02d} min"
-
-
-def _gflops_part(gf: float | None) -> str:
-    return "" if gf is None else f" {format_gflops(gf)} GFLOPS"
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -272,6 +284,7 @@ class _Run:
         self.model_seconds = 0.0
         self.measure_seconds = 0.0
         self.default_cost: float | None = None
+        self.default_state: "State | None" = None
         self.default_note = ""
         self.t_start = time.monotonic()
         self.t_loop = self.t_start
@@ -290,7 +303,7 @@ class _Run:
         """``[matmul(1024, 1024, 1024)] trials 128/200 | best 0.52 ms 4130 GFLOPS | round best
         0.61 ms | errors 3 | 41 s elapsed, ~23 s left``."""
         budget = self.opts.num_measure_trials
-        b = self.stats.best.best
+        b = self.kept()
         best = "-" if b is None else f"{format_seconds(b[0])}{_gflops_part(self._gflops(b[0]))}"
         rb = "-" if round_best is None else format_seconds(round_best)
         now = time.monotonic()
@@ -316,43 +329,24 @@ class _Run:
                             verbose=max(0, self.opts.verbose - 1))
 
     def resume(self) -> None:
-        """Load this task's records of this toolchain from the log: measured keys, best states,
-        cost model, best cost. Other workloads' records are not even rebuilt."""
-        path = self.log_path
-        if path is None or not os.path.isfile(path) or os.path.getsize(path) == 0:
+        """Load this task's records of this toolchain from the log (``resume.restore``): measured
+        keys, best states, cost model, best cost."""
+        paths = resume_paths(self.log_path)
+        if not paths:
             return
-        key, here = self.task.workload_key, target_summary()["key"]
-        warner = LineWarner(path)
-        inputs: list[MeasureInput] = []
-        results: list[MeasureResult] = []
-        other_target = 0
-        for line in iter_lines(path, warner):
-            if line.workload_key != key:
-                continue
-            if line.target_key != here:
-                # Timed on another CPU or toolchain: not measured *here*, and its costs would
-                # not compare with ours.
-                other_target += 1
-                continue
-            inp = record_to_input(line, self.task, warner)
-            if inp is None:
-                continue
-            self.stats.add_resumed(inp.state, line.result, valid=line.is_valid)
-            inputs.append(inp)
-            results.append(line.result)
-        warner.finish()
-        self.resumed = len(inputs)
-        if inputs and self.model is not None:
-            self.model.update(inputs, results)
+        restored = restore(paths, [self.task], self.measurer, self.model)
+        self.resumed = len(restored.inputs)
+        self.model_seconds += restored.model_seconds
+        other_target = restored.other_target
         if self.resumed or other_target:
             b = self.stats.best.best
             best = ("no valid record" if b is None
                     else f"best {format_seconds(b[0])}{_gflops_part(self._gflops(b[0]))}")
             other = (f"; {other_target} record(s) from another CPU/toolchain ignored"
                      if other_target else "")
-            self.say(f"{self.tag} resuming from {path}: {self.resumed} record(s), {best}{other}")
+            self.say(f"{self.tag} resuming from {paths[0]}: {self.resumed} record(s), {best}{other}")
             logger.info("resumed %d records of %s from %s (%d of another toolchain ignored)",
-                        self.resumed, self.task.desc, path, other_target)
+                        self.resumed, self.task.desc, paths[0], other_target)
 
     def measure_default(self, builder: Builder, runner: Runner) -> None:
         """Time the default schedule (``init_state()``) once, for the speed-up figure."""
@@ -376,7 +370,7 @@ class _Run:
                                       check_correctness=False):
                     r = runner.run([inp], built)[0]
             if r.ok:
-                self.default_cost = r.mean_cost
+                self.default_cost, self.default_state = r.mean_cost, inp.state
             elif r.error_no == MeasureErrorNo.RUN_TIMEOUT:
                 self.default_note = (f"not measured: one call takes longer than "
                                      f"{max(runner.timeout, DEFAULT_SCHEDULE_TIMEOUT):g} s")
@@ -393,69 +387,51 @@ class _Run:
 
     # ---- the loop ----
     def round(self) -> str | None:
-        """One round; returns why tuning stops, or None to go on."""
-        opts, key, st = self.opts, self.task.workload_key, self.stats
-        n = min(opts.num_measures_per_round, opts.num_measure_trials - st.trials)
-        t0 = time.monotonic()
-        self.measurer.catch_up(key, self.task.compute_dag)  # what another tuner logged meanwhile
-        proposed = self.policy.generate_measure_candidates(n, st.measured_keys, st.best.states())
-        self.search_seconds += time.monotonic() - t0
-        stats = getattr(self.policy, "last_round_stats", None)
-        if stats:
-            logger.info("%s search: %s", self.task.desc, ", ".join(
-                f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()))
-        # The contract says no repeats; a policy that slips must not cost measurements.
-        states = self.measurer.new_states(key, proposed or (), n)
-        if not states:
+        """One round (``tuning_loop.run_round``); returns why tuning stops, or None to go on."""
+        opts, key = self.opts, self.task.workload_key
+        n = min(opts.num_measures_per_round, opts.num_measure_trials - self.stats.trials)
+        batch = run_round(self.task, self.policy, self.measurer, self.model, n, logger=logger)
+        self.search_seconds += batch.search_seconds
+        self.measure_seconds += batch.measure_seconds
+        self.model_seconds += batch.model_seconds
+        if not batch.inputs:
             return "the search found no new candidates (search space exhausted)"
-        inputs = [MeasureInput(self.task, s) for s in states]
-        t0 = time.monotonic()
-        results = self.measurer.measure(inputs)
-        self.measure_seconds += time.monotonic() - t0
-        stop = self.measurer.commit(key, inputs, results)
-        if stop is not None:
-            return stop
-        if self.model is not None:
-            t1 = time.monotonic()
-            self.model.update(inputs, results)
-            self.model_seconds += time.monotonic() - t1
-        costs = [r.mean_cost for r in results if is_valid(r)]
+        if batch.stop is not None:
+            return batch.stop
+        costs = [r.mean_cost for r in batch.results if is_valid(r)]
         self.say(self.progress_line(min(costs) if costs else None))
         return self.measurer.stop_reason(key, opts.num_measure_trials, opts.early_stopping)
 
     def run(self) -> TuneResult:
         opts = self.opts
-        stop = ""
-        try:
-            try:
-                log = f", log {self.log_path}" if self.log_path else ", no log file"
-                seed = "" if opts.seed is None else f", seed {opts.seed}"
-                self.say(f"{self.tag} tuning: {opts.num_measure_trials} trials, "
-                         f"{opts.num_measures_per_round} per round{seed}{log}")
-                self.resume()
-                if self.policy is None:
-                    self.policy = self.make_policy()
-                self.measure_default(self.measurer.builder, self.measurer.runner)
-                self.t_loop = time.monotonic()
-                if opts.num_measure_trials == 0:
-                    stop = STOP_BUDGET
-                while not stop:
-                    stop = self.round() or ""
-            except KeyboardInterrupt:
-                # The batch under way (if any) is abandoned: not recorded, not counted.
-                stop = STOP_INTERRUPTED
-                logger.info("%s: interrupted after %d trials", self.task.desc, self.stats.trials)
-            except MeasureUnavailableError as err:
-                # As on Ctrl-C: the batch under way is abandoned, the log keeps the finished ones.
-                stop = unavailable_stop(err, self.log_path)
-                logger.info("%s: %s", self.task.desc, stop)  # the summary and the CLI say it
-        finally:
-            self.measurer.close()
-            self.measurers.close()
-        result = self.result(stop)
+        with Session(self.measurer, self.log_path, measurers=self.measurers, logger=logger,
+                     what=self.task.desc) as session:
+            log = f", log {self.log_path}" if self.log_path else ", no log file"
+            seed = "" if opts.seed is None else f", seed {opts.seed}"
+            self.say(f"{self.tag} tuning: {opts.num_measure_trials} trials, "
+                     f"{opts.num_measures_per_round} per round{seed}{log}")
+            self.resume()
+            if self.policy is None:
+                self.policy = self.make_policy()
+            self.measure_default(self.measurer.builder, self.measurer.runner)
+            self.t_loop = time.monotonic()
+            stop = STOP_BUDGET if opts.num_measure_trials == 0 else ""
+            while not stop:
+                stop = self.round() or ""
+            session.stop = stop
+        result = self.result(session.stop)
         if opts.verbose >= 1:
             print(result.summary(), flush=True)
         return result
+
+    def kept(self) -> "tuple[float, State] | None":
+        """The best cost and schedule so far as the progress line says it: the best tuned one
+        (this run's and the log's), or the default schedule when it ran faster. None while
+        nothing was tuned successfully."""
+        b = self.stats.best.best
+        if b is not None and self.default_cost is not None and self.default_cost < b[0]:
+            return self.default_cost, self.default_state
+        return b
 
     def result(self, stop: str) -> TuneResult:
         b = self.stats.best.best
@@ -469,7 +445,7 @@ class _Run:
             speedup_over_default=speedup, log_file=self.log_path, stop_reason=stop,
             resumed_records=self.resumed, search_seconds=self.search_seconds,
             measure_seconds=self.measure_seconds, default_note=self.default_note,
-            model_seconds=self.model_seconds)
+            model_seconds=self.model_seconds, default_state=self.default_state)
 
 
 def tune_task(task: "SearchTask", options: TuningOptions | None = None,

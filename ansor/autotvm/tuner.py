@@ -9,7 +9,8 @@ way for all of them, so that they differ in their search alone:
   raised);
 * the valid states are measured together by the auto-scheduler's ``ProgramMeasurer``
   (``ansor.measurer``: builder and runner, error wrapping, stop rules, Ctrl-C held back while a
-  batch is booked) and every result is appended to the log at once, with its configuration
+  batch is booked) within the tuning session every tuner runs in (``ansor.tuning_loop.Session``:
+  Ctrl-C and a lost cluster end the run with the log intact) and every result is appended to the log at once, with its configuration
   (``records.ConfigRecordToFile``); the log path is checked before anything is measured, and a
   batch that cannot be written (a full disk) ends the run, the log keeping whole lines only;
 * with an existing log, the run resumes: configurations already in it (same template and space,
@@ -24,7 +25,6 @@ way for all of them, so that they differ in their search alone:
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
@@ -32,14 +32,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from measure.measure import (MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult,
-                             MeasureUnavailableError)
+from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
 from measure.record import check_log_file, target_summary, truncate_msg
 from measure.runtime import check_num_threads
 
 from ..measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
-                        ProgramMeasurer, TaskStats, unavailable_stop)
+                        ProgramMeasurer, TaskStats)
 from ..task_records import record_to_input
+from ..tuning_loop import Batch, Session, measure_batch
 from .measure import MeasureOption
 from .records import ConfigRecord, ConfigRecordToFile, config_of, iter_config_records
 from .space import ConfigEntity
@@ -303,8 +303,10 @@ class _Session:
             return None  # the caller counts empty rounds
 
         init = task.dag.init_state()
-        measured: list[tuple[int, ConfigEntity, Any]] = []   # to measure
-        failed: list[tuple[int, ConfigEntity, MeasureResult]] = []  # did not instantiate
+        # In proposal order: the log, the curve and the tuner see the batch the same way. A row
+        # is (index, configuration, state, result): a state to measure and no result yet, or no
+        # state and the result of a configuration that did not instantiate.
+        rows: list[tuple[int, ConfigEntity, Any, MeasureResult | None]] = []
         reused: list[tuple[int, float]] = []  # same state as a measured one
         later: list[tuple[int, str]] = []  # same state as another config of this batch
         batch_keys: set[str] = set()
@@ -314,7 +316,7 @@ class _Session:
             try:
                 state = task.instantiate(cfg)
             except InstantiationError as err:
-                failed.append((i, cfg, MeasureResult(
+                rows.append((i, cfg, None, MeasureResult(
                     (MAX_FLOAT,), int(MeasureErrorNo.INSTANTIATION_ERROR),
                     truncate_msg(f"configuration {i} does not instantiate: {err}"))))
                 continue
@@ -326,17 +328,8 @@ class _Session:
                 later.append((i, key))
             else:
                 batch_keys.add(key)
-                measured.append((i, cfg, state))
+                rows.append((i, cfg, state, None))
 
-        results = measurer.measure([MeasureInput(task.search_task, s) for _, _, s in measured])
-
-        # In proposal order: the log, the curve and the tuner see the batch the same way.
-        by_index = {i: (c, s, r) for (i, c, s), r in zip(measured, results)}
-        by_index.update({i: (c, None, r) for i, c, r in failed})
-        rows = [(i, *by_index[i]) for i in batch if i in by_index]
-        all_inputs = [MeasureInput(task.search_task, init if s is None else s)
-                      for _, _, s, _ in rows]
-        all_results = [r for _, _, _, r in rows]
         # Log first (durably, with each configuration), then book: a run killed now keeps this
         # batch; one the log cannot take is abandoned and ends the run.
         configs = [c for _, c, _, _ in rows]
@@ -346,9 +339,9 @@ class _Session:
         scores: list[float] = []
         current = 0.0
 
-        def book_rows() -> None:  # the tuner's view of the batch, booked with the measurer's
+        def book_rows(done: Batch) -> None:  # the tuner's view of the batch, with the measurer's
             nonlocal current
-            for i, cfg, state, res in rows:
+            for (i, cfg, state, _), res in zip(rows, done.results):
                 score = self.book(cfg, state, res) if state is not None else 0.0
                 if state is not None:
                     t._known_states[state.canonical_key()] = score
@@ -357,17 +350,20 @@ class _Session:
                 indices.append(i)
                 scores.append(score)
 
-        stop = measurer.commit(task.workload_key, all_inputs, all_results,
-                               states=[s for _, _, s, _ in rows], write=write, then=book_rows)
-        if stop is not None:
-            return stop
+        done = measure_batch(measurer, task.workload_key,
+                             [MeasureInput(task.search_task, init if s is None else s)
+                              for _, _, s, _ in rows],
+                             states=[s for _, _, s, _ in rows], write=write, then=book_rows,
+                             known=[r for _, _, _, r in rows])
+        if done.stop is not None:
+            return done.stop
         reused += [(i, t._known_states.get(key, 0.0)) for i, key in later]
         for i, score in reused:
             indices.append(i)
             scores.append(score)
         t.update(indices, scores)
         for cb in self.callbacks:
-            cb(t, all_inputs, all_results)
+            cb(t, done.inputs, done.results)
         if rows:
             self.last_current = current
             self.say(self.progress(current))
@@ -377,13 +373,13 @@ class _Session:
         t = self.tuner
         stop = ""
         empty = 0
-        try:
-            # The builder's and runner's workers start on their first use only.
-            # The recorder claims the log (a second tuner on it is warned about); each batch is
-            # written with its configurations by ``round``. closing(): the claim ends with the run.
-            with self.mo.open() as (builder, runner), contextlib.closing(ProgramMeasurer(
-                    builder, runner, self.recorder, verbose=max(0, self.verbose - 1),
-                    logger=logger)) as self.measurer:
+        # The builder's and runner's workers start on their first use only.
+        # The recorder claims the log (a second tuner on it is warned about); each batch is
+        # written with its configurations by ``round``. The session ends the claim with the run.
+        with self.mo.open() as (builder, runner):
+            self.measurer = ProgramMeasurer(builder, runner, self.recorder,
+                                            verbose=max(0, self.verbose - 1), logger=logger)
+            with Session(self.measurer, self.log_path, logger=logger, what=self.task.name) as session:
                 self.stats = self.measurer.stats(self.task.workload_key)
                 self.resume()
                 if self.n_trial == 0:
@@ -402,11 +398,8 @@ class _Session:
                         continue
                     empty = 0
                     stop = out
-        except KeyboardInterrupt:
-            stop = STOP_INTERRUPTED  # the batch under way (if any) is abandoned, not recorded
-        except MeasureUnavailableError as err:
-            stop = unavailable_stop(err, self.log_path)  # as on Ctrl-C, and says how to resume
-            logger.info("%s: %s", self.task.name, stop)  # in the summary and printed
+                session.stop = stop
+        stop = session.stop
         self.say(self.progress(self.last_current, done=True))
         if stop not in (STOP_BUDGET, "") and self.verbose >= 1:
             print(f"{self.tag} stopped: {stop}", flush=True)

@@ -95,7 +95,7 @@ def test_a_network_run_resumes_from_records_with_and_without_the_field(tmp_path)
     """``restore_log`` matches by workload key: a rewriting network task restores the records it
     wrote and those of an older run without rewrite, replayed on the task it holds."""
     from ansor.measurer import ProgramMeasurer
-    from ansor.scheduler_resume import restore_log
+    from ansor.resume import restore_log
     from measure.builder import LocalBuilder
     from measure.runner import LocalRunner
 

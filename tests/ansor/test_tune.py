@@ -258,6 +258,42 @@ def test_zero_trials_measures_only_the_default(task, builder, runner):
     assert res.default_cost and res.speedup_over_default is None
 
 
+def test_a_default_schedule_faster_than_every_candidate_is_the_one_kept(task, tmp_path, capsys):
+    """``ansor tune dense 64,256,128`` on a loaded machine reported "speed-up 0.414x": every
+    parallel candidate ran slower than the naive single-threaded default. The default schedule
+    is now the one kept when it is faster: a tuning never reports a schedule slower than the one
+    it started from; ``best_*`` stay the tuned schedules' (the log's)."""
+    from .sched_fakes import FakeBuilder, FakeRunner
+
+    default_key = task.compute_dag.init_state().canonical_key()
+
+    class DefaultIsFastest(FakeRunner):
+        def run(self, inputs, build_results, verbose=0):
+            out = super().run(inputs, build_results, verbose)
+            return [type(r)((1e-5 if inp.state.canonical_key() == default_key else 1e-3,),
+                            r.error_no, r.error_msg, all_cost=0.0, timestamp=r.timestamp)
+                    for inp, r in zip(inputs, out)]
+
+    log = tmp_path / "d.json"
+    res = task.tune(opts(FakeBuilder(), DefaultIsFastest(), num_measure_trials=8,
+                         num_measures_per_round=4, log_file=log, verbose=1),
+                    search_policy=TinyPolicy(task))
+    assert res.trials == 8 and res.default_cost == 1e-5 and res.default_is_faster
+    assert res.kept_cost == 1e-5 and res.kept_speedup == 1.0
+    assert res.kept_state.canonical_key() == default_key
+    assert res.best_cost == 1e-3 == best_record(log, task)[1].mean_cost  # the log: tuned only
+    assert res.speedup_over_default == pytest.approx(0.01)
+    out = capsys.readouterr().out
+    assert "best time        10 us" in out and "no tuned schedule was faster" in out
+    assert "tuned best       1 ms" in out and "speed-up 1x" in out and "0.01x" not in out
+    assert "| best 10 us" in out  # the progress line's best too
+    # A faster tuned schedule is the one kept, as before.
+    res = task.tune(opts(FakeBuilder(), FakeRunner(), num_measure_trials=4,
+                         num_measures_per_round=4), search_policy=TinyPolicy(task))
+    assert not res.default_is_faster and res.kept_state is res.best_state
+    assert res.kept_speedup == res.speedup_over_default
+
+
 def test_a_default_schedule_too_slow_to_time_is_skipped_with_a_note(builder, monkeypatch, capsys):
     monkeypatch.setattr(tuning, "DEFAULT_SCHEDULE_TIMEOUT", 0.002)
     task = ansor.SearchTask(func="matmul", args=(256, 256, 256))  # ~20 ms a call, naive

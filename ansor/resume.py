@@ -1,14 +1,19 @@
-"""Resuming a ``TaskScheduler`` run from its logs: which records count and what they restore.
+"""Resuming a tuning run from its logs: which records count and what they restore.
 
-A network's tuning takes hours and is interrupted; the next run must neither measure a schedule
-twice nor forget what it learned. From each log (``load_log_file`` and the run's own
-``log_file``) the records of this toolchain and of the scheduler's tasks are booked in the shared
-``ProgramMeasurer`` (so nothing is measured again) and each task's per-round best-cost history is
-rebuilt for the backward gradient. The scheduler then retrains its cost model on them.
+The one resume of every search-policy tuner (``SearchTask.tune`` and the ``TaskScheduler``).
+Tuning takes hours and is interrupted; the next run must neither measure a schedule twice nor
+forget what it learned. From each log (the run's own ``log_file``, and a scheduler's
+``load_log_file``) the records of this toolchain and of the run's tasks are booked in the
+``ProgramMeasurer`` (so nothing is measured again, and the best schedules and costs start from the
+log's) and the cost model is retrained on them once (``restore``). The scheduler also rebuilds
+each task's per-round best-cost history for its backward gradient (``restore_history``). Other
+workloads' records are not even rebuilt; records timed on another CPU or toolchain are counted
+and ignored (their costs do not compare with ours).
 """
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
@@ -16,10 +21,13 @@ from measure.measure import MeasureInput, MeasureResult
 from measure.record import LineWarner, iter_lines, target_summary
 
 from .measurer import ProgramMeasurer
-from .records import record_to_input
-from .scheduler_policy import NO_COST, TaskState
+from .scheduler_policy import NO_COST
+from .task_records import record_to_input
 
 if TYPE_CHECKING:
+    from cost_model.cost_model import CostModel
+
+    from .scheduler_policy import TaskState
     from .search_task import SearchTask
 
 
@@ -98,26 +106,54 @@ def round_bests(best: float, costs: Sequence[float], per_round: int) -> list[flo
     return out
 
 
-def restore_logs(paths: Sequence[str], tasks: Sequence["SearchTask"], index: Mapping[str, int],
-                 measurer: ProgramMeasurer, states: Sequence[TaskState], per_round: int,
-                 say: Callable[[str], None]) -> tuple[list[MeasureInput], list[MeasureResult], set[str]]:
-    """``restore_log`` of each of ``paths`` in turn, each task's restored count, rounds and
-    history added to ``states`` (rounds of ``per_round`` records) and a line per log to ``say``;
-    returns the restored records and the workload keys of the tasks they belong to."""
-    inputs: list[MeasureInput] = []
-    results: list[MeasureResult] = []
-    seen: set[str] = set()
-    for path in paths:
-        log = restore_log(path, tasks, index, measurer)
+@dataclass
+class Restored:
+    """What ``restore`` restored: one ``RestoredLog`` per log, in order, and the seconds the cost
+    model took to learn from them."""
+
+    logs: list[RestoredLog] = field(default_factory=list)
+    model_seconds: float = 0.0
+
+    @property
+    def inputs(self) -> list[MeasureInput]:
+        return [inp for log in self.logs for inp in log.inputs]
+
+    @property
+    def tasks(self) -> set[int]:
+        """The numbers of the tasks with a restored record."""
+        return {i for log in self.logs for i in log.per_task}
+
+    @property
+    def other_target(self) -> int:
+        return sum(log.other_target for log in self.logs)
+
+
+def restore(paths: Sequence[str], tasks: Sequence["SearchTask"], measurer: ProgramMeasurer,
+            model: "CostModel | None" = None, index: Mapping[str, int] | None = None) -> Restored:
+    """``restore_log`` of each of ``paths`` (``resume_paths``) in turn, then one retraining of
+    ``model`` on every restored record. ``index``: task number by workload key (default: built
+    from ``tasks``)."""
+    if index is None:
+        index = {t.workload_key: i for i, t in enumerate(tasks)}
+    out = Restored([restore_log(p, tasks, index, measurer) for p in paths])
+    inputs = out.inputs
+    if inputs and model is not None:
+        t0 = time.monotonic()
+        model.update(inputs, [r for log in out.logs for r in log.results])
+        out.model_seconds = time.monotonic() - t0
+    return out
+
+
+def restore_history(restored: Restored, paths: Sequence[str], states: Sequence["TaskState"],
+                    per_round: int, say: Callable[[str], None]) -> None:
+    """Add each task's restored count, rounds and best-cost history to ``states`` (rounds of
+    ``per_round`` records, log by log) and say a line per log (``paths``: the logs restored)."""
+    for path, log in zip(paths, restored.logs):
         for i, costs in log.per_task.items():
             st = states[i]
             st.restored += len(costs)
             bests = round_bests(st.history[-1] if st.history else NO_COST, costs, per_round)
             st.history += bests
             st.rounds += len(bests)
-        seen.update(tasks[i].workload_key for i in log.per_task)
         say(f"resuming from {path}: {len(log.inputs)} record(s) of {len(log.per_task)} task(s) "
             f"restored{log.note()}")
-        inputs += log.inputs
-        results += log.results
-    return inputs, results, seen
