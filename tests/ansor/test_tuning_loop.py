@@ -21,27 +21,37 @@ from .sched_fakes import FakeBuilder, FakeRunner
 class ClosingMeasurer(ProgramMeasurer):
     def __init__(self) -> None:
         super().__init__(FakeBuilder(), FakeRunner())
-        self.closed: list[tuple[bool, bool]] = []
+        self.closed = 0
 
-    def close(self, builder: bool = False, runner: bool = False) -> None:
-        self.closed.append((builder, runner))
+    def close(self) -> None:
+        self.closed += 1
         super().close()
 
 
+class Owned:
+    """Stands in for ``measure.measurers.Measurers``: counts its closes."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
 def test_a_session_ends_on_ctrl_c_and_on_a_lost_cluster_and_always_closes() -> None:
-    m = ClosingMeasurer()
-    with Session(m, "x.json", close_builder=True) as s:
+    m, owned = ClosingMeasurer(), Owned()
+    with Session(m, "x.json", measurers=owned) as s:
         raise KeyboardInterrupt
-    assert s.stop == STOP_INTERRUPTED and m.closed == [(True, False)]
+    assert s.stop == STOP_INTERRUPTED and m.closed == 1 and owned.closed == 1
     with Session(m, "x.json") as s:
         raise MeasureUnavailableError("the Dask scheduler went away")
     assert s.stop.startswith(STOP_UNAVAILABLE) and "the log x.json keeps" in s.stop
-    with pytest.raises(ValueError), Session(m, None, close_runner=True):
+    with pytest.raises(ValueError), Session(m, None, measurers=owned):
         raise ValueError("a bug, not a stop")
-    assert m.closed[1:] == [(False, False), (False, True)]
+    assert m.closed == 3 and owned.closed == 2  # closed whatever ended the block
     with Session(m, None) as s:
         s.stop = "done"
-    assert s.stop == "done" and len(m.closed) == 4
+    assert s.stop == "done" and m.closed == 4 and owned.closed == 2
 
 
 def _states(task: ansor.SearchTask, factors) -> list:
