@@ -69,7 +69,7 @@ def build(target: Buildable, name: str | None = None,
     state.dag.check_bounds(data_dependent=False)
     # LLVM starts only when something is built:
     from measure.compile_cache import cached, code_identity  # noqa: PLC0415 - as said above
-    from measure.kernel import compile_object, compiled_from_bytes, compiled_to_bytes, load  # noqa: PLC0415
+    from measure.kernel import compile_object, compiled_from_bytes, compiled_to_bytes, load  # noqa: PLC0415 - LLVM, as above
 
     name = name or _func_name(state.dag)
     positions = (check_positions(layout_rewrite_inputs, len(state.dag.tensors), "layout_rewrite_inputs")

@@ -201,7 +201,7 @@ class TaskScheduler(BestConfirmation):
     def _policy(self, i: int) -> Any:
         p = self._policies.get(i)
         if p is None:
-            from sketch.search_policy import SearchParams, SketchPolicy  # noqa: PLC0415 - heavy
+            from sketch.search_policy import SearchParams, SketchPolicy  # noqa: PLC0415 - looked up per call, as tuning's make_policy
 
             opts = self.options
             assert opts is not None

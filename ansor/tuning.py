@@ -319,7 +319,7 @@ class _Run:
     # ---- set-up ----
     def make_policy(self) -> Any:
         try:
-            from sketch.search_policy import SearchParams, SketchPolicy  # noqa: PLC0415 - heavy
+            from sketch.search_policy import SearchParams, SketchPolicy  # noqa: PLC0415 - optional: its ImportError gets the hint below
         except ImportError as err:
             raise RuntimeError("the default search policy (sketch.search_policy.SketchPolicy) "
                                f"is not available: {err}; pass search_policy=...") from err

@@ -76,7 +76,7 @@ def resolve_build_func(spec: str | None) -> Callable[..., Any]:
 def _dag(workload_key: str, dag_json: dict) -> Any:
     dag = _DAG_CACHE.get(workload_key)
     if dag is None:
-        from compute.compute_dag import ComputeDAG  # noqa: PLC0415
+        from compute.compute_dag import ComputeDAG  # noqa: PLC0415 - worker side: loaded by the first job
 
         dag = ComputeDAG.from_json(dag_json)
         _DAG_CACHE[workload_key] = dag
@@ -98,9 +98,9 @@ def build_job(workload_key: str, dag_json: dict, steps_json: list,
     Runs in a builder worker; every exception becomes an error code. ``layout_rewrite``: the
     argument positions of constant inputs whose pack stage is left out of the kernel (the
     runner packs them outside the timed calls); only with the default ``build_func``."""
-    from sketch.loop_state import InvalidStepError  # noqa: PLC0415
-    from sketch.replay import replay  # noqa: PLC0415
-    from sketch.transform_steps import step_from_json  # noqa: PLC0415
+    from sketch.loop_state import InvalidStepError  # noqa: PLC0415 - worker side, as lower
+    from sketch.replay import replay  # noqa: PLC0415 - worker side, as lower
+    from sketch.transform_steps import step_from_json  # noqa: PLC0415 - worker side, as lower
 
     try:
         fn = resolve_build_func(build_func)
@@ -121,7 +121,7 @@ def build_job(workload_key: str, dag_json: dict, steps_json: list,
 
 def init_builder_worker() -> None:
     """Worker initializer: import the compiler and set up LLVM before any job's clock starts."""
-    from sketch import lower as _lower  # noqa: F401, PLC0415
+    from sketch import lower as _lower  # noqa: F401, PLC0415 - the initializer's whole point
 
     from . import target  # noqa: PLC0415
 

@@ -68,8 +68,8 @@ _WORKLOADS: "OrderedDict[str, _Workload]" = OrderedDict()
 def _workload(key: str, dag_json: dict, check: bool) -> _Workload:
     w = _WORKLOADS.get(key)
     if w is None:
-        from compute import reference  # noqa: PLC0415
-        from compute.compute_dag import ComputeDAG  # noqa: PLC0415
+        from compute import reference  # noqa: PLC0415 - worker side: loaded by the first job
+        from compute.compute_dag import ComputeDAG  # noqa: PLC0415 - worker side: loaded by the first job
 
         dag = ComputeDAG.from_json(dag_json)
         inputs = reference.random_inputs(dag, seed=INPUT_SEED)
@@ -81,7 +81,7 @@ def _workload(key: str, dag_json: dict, check: bool) -> _Workload:
     else:
         _WORKLOADS.move_to_end(key)
     if check and w.reference is None and w.reference_error is None:
-        from compute import reference  # noqa: PLC0415
+        from compute import reference  # noqa: PLC0415 - worker side: loaded by the first job
 
         try:
             w.reference = reference.evaluate(w.dag, w.inputs)
@@ -101,8 +101,8 @@ def _arguments(w: _Workload, specs: Sequence[Any], packed: Sequence[Any] = ()
     """(all kernel arguments in order, the outputs among them). ``packed``: the arguments the
     kernel takes pre-packed (``PackedArg``): the workload's input packed once, outside any
     timed call, exactly as a compiled network packs its constants."""
-    from compute.tensor import PlaceholderOp  # noqa: PLC0415
-    from sketch.layout_rewrite import pack_array  # noqa: PLC0415
+    from compute.tensor import PlaceholderOp  # noqa: PLC0415 - worker side: loaded by the first job
+    from sketch.layout_rewrite import pack_array  # noqa: PLC0415 - worker side: loaded by the first job
 
     by_position = {p.position: p for p in packed}
     args, outs = [], []
@@ -129,8 +129,8 @@ def _arguments(w: _Workload, specs: Sequence[Any], packed: Sequence[Any] = ()
 
 
 def _compare(dag: Any, got: list[np.ndarray], want: list[np.ndarray]) -> str | None:
-    from compute import dtype as dt  # noqa: PLC0415
-    from compute.tensor import PlaceholderOp  # noqa: PLC0415
+    from compute import dtype as dt  # noqa: PLC0415 - worker side: loaded by the first job
+    from compute.tensor import PlaceholderOp  # noqa: PLC0415 - worker side: loaded by the first job
 
     names = [t.name for t in dag.tensors if not isinstance(t.op, PlaceholderOp)]
     for name, g, r in zip(names, got, want):

@@ -12,10 +12,13 @@ must be lazy, is not expressible as a contract and is checked here over the synt
 from __future__ import annotations
 
 import ast
+import io
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
+import tokenize
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("compute", "sketch", "measure", "cost_model", "ansor")
@@ -32,30 +35,58 @@ def test_import_contracts_are_kept() -> None:
     assert proc.returncode == 0, f"import contracts broken:\n{proc.stdout}\n{proc.stderr}"
 
 
+def _reason_words(comment: str) -> list[str]:
+    """The words of a comment once its ``#``, ``noqa: CODES`` and punctuation are removed."""
+    text = re.sub(r"noqa(:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*)?", " ", comment.lstrip("#"))
+    return re.findall(r"[A-Za-z0-9_]+", text)
+
+
+def _comments(source: str) -> dict[int, tuple[str, bool]]:
+    """line number -> (comment text, whether the comment is the whole line)."""
+    out: dict[int, tuple[str, bool]] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            out[tok.start[0]] = (tok.string, not tok.line[:tok.start[1]].strip())
+    return out
+
+
+def hidden_imports_in_source(source: str, pkg: str, name: str = "<source>") -> list[str]:
+    """``name:line: import`` of every import of another of our packages made inside a function
+    of a module of ``pkg`` with no reason given: a comment on the import's lines, or a full-line
+    comment on the line above, that says why in two words or more (``# noqa: PLC0415`` alone, or
+    the previous statement's own trailing comment, is not a reason)."""
+    lines = source.splitlines()
+    comments = _comments(source)
+    out: list[str] = []
+
+    def has_reason(first: int, last: int) -> bool:
+        said = [comments[n][0] for n in range(first, last + 1) if n in comments]
+        if first - 1 in comments and comments[first - 1][1]:
+            said.append(comments[first - 1][0])
+        return any(len(_reason_words(c)) >= 2 for c in said)
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and in_function:
+                if isinstance(child, ast.ImportFrom):
+                    names = [child.module or ""] if child.level == 0 else []
+                else:
+                    names = [a.name for a in child.names]
+                if any(n.split(".")[0] in PACKAGES and n.split(".")[0] != pkg for n in names):
+                    if not has_reason(child.lineno, child.end_lineno or child.lineno):
+                        out.append(f"{name}:{child.lineno}: {lines[child.lineno - 1].strip()}")
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    visit(ast.parse(source, name), False)
+    return out
+
+
 def _hidden_cross_package_imports() -> list[str]:
-    """``file:line: import`` of every import of another of our packages made inside a function
-    with no comment (on its lines or the line above) saying why it must be lazy."""
+    """``file:line: import`` of every hidden cross-package import of the tree with no reason."""
     out: list[str] = []
     for pkg in PACKAGES:
         for path in sorted((ROOT / pkg).rglob("*.py")):
-            lines = path.read_text().splitlines()
-            tree = ast.parse("\n".join(lines), str(path))
-
-            def visit(node: ast.AST, in_function: bool) -> None:
-                for child in ast.iter_child_nodes(node):
-                    if isinstance(child, (ast.Import, ast.ImportFrom)) and in_function:
-                        if isinstance(child, ast.ImportFrom):
-                            names = [child.module or ""] if child.level == 0 else []
-                        else:
-                            names = [a.name for a in child.names]
-                        if any(n.split(".")[0] in PACKAGES and n.split(".")[0] != pkg for n in names):
-                            span = lines[child.lineno - 2:child.end_lineno or child.lineno]
-                            if not any("#" in ln for ln in span):
-                                rel = path.relative_to(ROOT)
-                                out.append(f"{rel}:{child.lineno}: {lines[child.lineno - 1].strip()}")
-                    visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
-
-            visit(tree, False)
+            out += hidden_imports_in_source(path.read_text(), pkg, str(path.relative_to(ROOT)))
     return out
 
 
@@ -71,6 +102,23 @@ def test_no_cross_package_import_hidden_in_a_function() -> None:
     assert not new, ("imports of another package inside a function, with no comment saying why "
                      "they must be lazy (hoist them to the top of the module, or say why):\n"
                      + "\n".join(new))
+
+
+def test_a_hidden_import_needs_a_reason() -> None:
+    # The rule must be able to fail: a bare noqa, or the previous statement's own trailing
+    # comment, is no reason; two words of why (on the import, or a full comment line above) are.
+    def found(body: str) -> list[str]:
+        return hidden_imports_in_source("def f():\n    x = 1  # the set-up\n" + body, "measure")
+
+    bare = "    from compute import dtype  # noqa: PLC0415\n"
+    assert found(bare) == ["<source>:3: from compute import dtype  # noqa: PLC0415"]
+    assert found("    from compute import dtype\n")  # the line above's trailing comment
+    assert found("    from compute import dtype  # noqa: PLC0415 - heavy\n")  # one word
+    assert found("    from compute import dtype  # noqa: F401, PLC0415 -- !\n")
+    assert not found("    from compute import dtype  # noqa: PLC0415 - start-up time\n")
+    assert not found("    # lazy: imported in workers only\n    from compute import dtype\n")
+    assert not found("    from compute import (dtype,  # an import cycle avoided\n        tensor)\n")
+    assert not found("    from measure import target\n    from . import kernel\n")  # own package
 
 
 def test_an_upward_import_breaks_the_contracts(tmp_path: pathlib.Path) -> None:

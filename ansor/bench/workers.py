@@ -25,6 +25,7 @@ from measure.measure import MeasureInput
 from measure.record import RecordToFile
 from measure.runner import LocalRunner
 from measure.target import toolchain_key
+from sketch.search_params import SearchParams
 
 from . import timing
 from .inputs import check_output, kernel_arrays, make_dag, make_inputs
@@ -118,8 +119,6 @@ def _tune_ours(job: dict) -> dict:
     start = time.time()
     params = None
     if job.get("search_params"):  # overrides of SearchParams' defaults (search ablations)
-        from sketch.search_params import SearchParams
-
         params = SearchParams(**job["search_params"])
     model = None
     if job.get("cost_model") == "untrained":  # the search as it was before the pre-trained model

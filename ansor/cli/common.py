@@ -10,6 +10,8 @@ import sys
 from typing import Sequence
 
 from compute.errors import InputError
+from compute.memory import check_bytes, nbytes_of
+from compute.tensor import ComputeOp
 
 
 def fmt_time(sec: float) -> str:
@@ -58,8 +60,6 @@ def check_workload_memory(dag, label: str, reference: bool = False) -> None:
     when the numpy ``reference`` is computed too."""
     import numpy as np  # noqa: PLC0415 - start-up time
 
-    from compute.memory import check_bytes, nbytes_of  # noqa: PLC0415
-    from compute.tensor import ComputeOp  # noqa: PLC0415
 
     total = 0
     for t in dag.tensors:

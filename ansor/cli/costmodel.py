@@ -13,6 +13,7 @@ from cost_model.evaluate import evaluate_task, format_table
 from cost_model.lgbm_model import samples_from_file
 from cost_model.pretrained import SHIPPED, pretrained_path
 from cost_model.provenance import describe
+from measure.target import host_cpu_name, host_hardware_params
 
 from .common import import_user_modules
 
@@ -77,8 +78,7 @@ def _costmodel_train(ns: argparse.Namespace) -> int:
 
 
 def _costmodel_pretrain(ns: argparse.Namespace) -> int:
-    from cost_model.pretrain import pretrain, split_patterns  # noqa: PLC0415
-    from measure.target import host_cpu_name, host_hardware_params  # noqa: PLC0415
+    from cost_model.pretrain import pretrain, split_patterns  # noqa: PLC0415 - start-up time of the other commands
 
     from ansor.bench.timing import cpu_name  # noqa: PLC0415
 
@@ -119,8 +119,6 @@ def _costmodel_pretrain(ns: argparse.Namespace) -> int:
 
 
 def _costmodel_info(ns: argparse.Namespace) -> int:
-    from cost_model import LGBModel  # noqa: PLC0415
-
     path = ns.model or pretrained_path()
     if path is None:
         print("ansor costmodel info: no pre-trained model (ANSOR_PRETRAINED_MODEL=none, or the "
@@ -138,8 +136,6 @@ def _costmodel_info(ns: argparse.Namespace) -> int:
     print(f"{os.fspath(path)}{shipped}: LightGBM pack-sum model, {os.path.getsize(path) / 1e6:.1f} MB")
     lines = describe(model.provenance)
     print("\n".join(lines) if lines else "no provenance recorded (trained by `ansor costmodel train`)")
-    from measure.target import host_cpu_name  # noqa: PLC0415
-
     trained_on = model.provenance.get("llvm_cpu")
     if trained_on and trained_on != host_cpu_name():
         print(f"note: trained on {trained_on}, this host is {host_cpu_name()}: it is still used "

@@ -18,8 +18,10 @@ import os
 from typing import Any, Iterator, Sequence
 
 from ansor import argtypes
+from cost_model import LGBModel, RandomModel
 from measure.checks import MAX_TIMEOUT_S
 from measure.runtime import ENV_NUM_THREADS
+from sketch.search_params import SearchParams
 
 from .cluster import add_cluster_argument, open_cluster
 
@@ -163,7 +165,6 @@ def show_tuning_logs(level: int) -> None:
 def load_cost_model(spec: str, seed: int | None) -> Any:
     """The cost model --cost-model names, or (a str) why it cannot be used."""
     from ansor.tuning import default_cost_model  # noqa: PLC0415 - start-up time of the CLI
-    from cost_model import LGBModel, RandomModel  # noqa: PLC0415
 
     if spec == "learned":  # from the pre-trained model when the package ships one
         return default_cost_model(seed)
@@ -211,7 +212,6 @@ def tuning_options(ns: argparse.Namespace, *, log: str | None, trials: int, per_
     """``TuningOptions`` from the shared options (looked up in ``ansor.tuning`` at call time, so
     tests can substitute it)."""
     from ansor import tuning  # noqa: PLC0415 - start-up time of the CLI
-    from sketch.search_params import SearchParams  # noqa: PLC0415
 
     params = None
     if ns.population is not None:

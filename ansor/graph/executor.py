@@ -437,8 +437,8 @@ def load_module(path: str | os.PathLike) -> NetworkModule:
     module's own kernels: object code if this toolchain compiled it, else its LLVM IR again)."""
     # LLVM (and the compile cache) start only when a module is loaded:
     from measure import target  # noqa: PLC0415 - lazy, as said above
-    from measure.compile_cache import object_code  # noqa: PLC0415
-    from measure.kernel import ArgSpec, CompiledObject, Kernel  # noqa: PLC0415
+    from measure.compile_cache import object_code  # noqa: PLC0415 - LLVM, as above
+    from measure.kernel import ArgSpec, CompiledObject, Kernel  # noqa: PLC0415 - LLVM, as above
 
     root = Path(path)
     meta_file = root / "module.json"
