@@ -24,7 +24,7 @@ from compute import expr as E
 from compute.compute_dag import ComputeDAG
 from compute.tensor import ComputeOp, Operation, Tensor
 
-from .lower import state_str
+from .state_print import state_str
 from .op_tables import consumer_table, producer_table
 # The stage types are defined in .stage (below the steps and the lowering, which need them but
 # not this module); they are re-exported here, where users and other packages import them.
