@@ -34,6 +34,7 @@ import numpy as np
 
 from . import dtype as dt
 from . import expr as E
+from . import expr_analysis as EA
 from .evaluator import Evaluator, evaluate_ops, plan_blocks, random_arrays, ranges
 from .tensor import ComputeOp, Operation, PlaceholderOp
 from .errors import InputError
@@ -392,7 +393,7 @@ def _check_on_grid(acc: Access) -> bool:
     chunks; False if the grid is too large."""
     exprs = [acc.load.indices[acc.position]] + [c for c, _ in acc.guards]
     axes = list(acc.op.axes) + list(acc.op.reduce_axes)
-    used_ids = {id(v) for x in exprs for v in E.free_vars(x)}
+    used_ids = {id(v) for x in exprs for v in EA.free_vars(x)}
     used = [a for a in axes if id(a) in used_ids]
     extents = [a.extent for a in used]
     if math.prod(extents) > GRID_MAX:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from . import access_bounds
 from . import expr as E
+from . import expr_analysis as EA
 from .dag_json import SCHEMA_VERSION, from_json, to_json  # noqa: F401 (SCHEMA_VERSION re-exported)
 from .loop_ir import PrimFunc
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
@@ -306,7 +307,7 @@ def _needs_tiling(op: ComputeOp, inf: OpInfo) -> bool:
         used: set[int] = set()
         for idx in accesses:
             for i in idx:
-                used.update(id(v) for v in E.free_vars(i))
+                used.update(id(v) for v in EA.free_vars(i))
         if any(id(a) not in used for a in spatial):
             missing += 1
     return missing >= 2 or (missing >= 1 and inf.has_reduce)

@@ -17,7 +17,7 @@ from itertools import count
 from typing import Iterable, Sequence
 
 from . import dtype as dt
-from .expr_walk import fold, post_order, rewrite  # re-exported: E.fold, E.rewrite, E.post_order
+from .expr_walk import fold, post_order, rewrite  # noqa: F401 - re-exported: E.fold, E.rewrite, E.post_order
 from .int_arith import _fold_int, _wrap_int, int_range  # int_range re-exported as E.int_range
 from .printer import CMP, PREC, SYM, UNARY_PREC, Pieces, const_text, expr_str, join
 
@@ -603,41 +603,3 @@ def reduce_identity(combiner: str, dtype: str) -> Const:
         return const(-math.inf if combiner == "max" else math.inf, dtype)
     info_min, info_max = int_range(dtype)
     return const(info_min if combiner == "max" else info_max, dtype)
-
-
-# ---- traversal (the generic walks are in expr_walk) -------------------------------------------
-
-def substitute(expr: Expr, mapping: dict[Var, Expr]) -> Expr:
-    """Replace variables by expressions (keys compared by identity)."""
-    if not mapping:
-        return expr
-    by_id = {id(k): as_expr(v) for k, v in mapping.items()}
-    return rewrite(expr, lambda e: by_id.get(id(e)) if isinstance(e, Var) else None)
-
-
-def conjuncts(cond: Expr) -> list[Expr]:
-    """The operands of a conjunction ``a and b and ...``, in order (``[cond]`` for any other)."""
-    if isinstance(cond, Binary) and cond.op == "and":
-        return conjuncts(cond.a) + conjuncts(cond.b)
-    return [cond]
-
-
-def conjunction(parts: list[Expr]) -> Expr | None:
-    """``parts[0] and parts[1] and ...``; None for no parts."""
-    out: Expr | None = None
-    for p in parts:
-        out = p if out is None else binary("and", out, p)
-    return out
-
-
-def free_vars(expr: Expr) -> list[Var]:
-    """Variables in ``expr`` (in first-seen order), not counting a Reduce's own axes."""
-    bound: set[int] = set()
-    for n in post_order(expr):
-        if isinstance(n, Reduce):
-            bound.update(id(a) for a in n.axes)
-    seen: dict[int, Var] = {}
-    for n in post_order(expr):
-        if isinstance(n, Var) and id(n) not in bound:
-            seen.setdefault(id(n), n)
-    return list(seen.values())

@@ -21,6 +21,7 @@ marked decides speed and code size, never correctness. Bodies of vectorized loop
 from __future__ import annotations
 
 from compute import expr as E
+from compute import expr_analysis as EA
 from compute import loop_ir as L
 
 from .bound import num_bounds, simplify, sym_bounds
@@ -38,8 +39,8 @@ def partition_guards(body: L.Stmt, marked: set[int]) -> L.Stmt:
     return _Partitioner(marked).visit(body, {}, frozenset())
 
 
-atoms = E.conjuncts  # the comparisons of a guard
-_conj = E.conjunction
+atoms = EA.conjuncts  # the comparisons of a guard
+_conj = EA.conjunction
 
 
 def _drop(stmt: L.Stmt, ids: set[int]) -> L.Stmt:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from compute import expr as E
+from compute import expr_analysis as EA
 from compute import loop_ir as L
 from compute.tensor import ComputeOp
 
@@ -77,7 +78,7 @@ def effective_bodies(state: State, producer_of: dict[int, int] | None = None) ->
                 p = producer_of.get(id(e.tensor))
                 if p is not None and state.stages[p].compute_at == "inline":
                     idx = tuple(E.rewrite(i, inline, memo) for i in e.indices)
-                    return E.substitute(body[p], dict(zip(state.stages[p].op.axes, idx)))
+                    return EA.substitute(body[p], dict(zip(state.stages[p].op.axes, idx)))
             return None
 
         body[k] = E.rewrite(s.op.body, inline, memo)
@@ -136,7 +137,7 @@ class _Lowering:
                 p = self.producer_of[id(x.tensor)]
                 pc = self.ctx[p]
                 idx = [E.rewrite(i, fn, memo) for i in x.indices]
-                padded = [bool(clamp) and any(id(v) in clamp for v in E.free_vars(orig))
+                padded = [bool(clamp) and any(id(v) in clamp for v in EA.free_vars(orig))
                           and not in_range(orig, x.tensor.shape[d])
                           for d, orig in enumerate(x.indices)]
                 if pc.region_local:
@@ -204,7 +205,7 @@ class _Lowering:
         level_of = {id(c.leaf_var[lid]): p for p, lid in enumerate(s.leaves)}
         by_level: dict[int, list[E.Expr]] = {}
         for g in c.guards:
-            lv = max((level_of.get(id(v), -1) for v in E.free_vars(g)), default=-1)
+            lv = max((level_of.get(id(v), -1) for v in EA.free_vars(g)), default=-1)
             by_level.setdefault(lv, []).append(g)
         enclosing_parallel = any(kind == "parallel" for _, _, kind in c.enclosing)
         for pos in reversed(range(len(s.leaves))):

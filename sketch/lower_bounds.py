@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from compute import expr as E
+from compute import expr_analysis as EA
 from compute import loop_ir as L
 from compute.tensor import ComputeOp, PlaceholderOp
 
@@ -187,7 +188,7 @@ class StageBounds:
             axis = op.axes[d]
             if all(block_index(i, vec_ext) or in_range(i, x.tensor.shape[dim])
                    for x in loads for dim, i in enumerate(x.indices)
-                   if any(v is axis for v in E.free_vars(i))):
+                   if any(v is axis for v in EA.free_vars(i))):
                 ok.add(d)
         return frozenset(ok)
 
@@ -227,7 +228,7 @@ class StageBounds:
             sub = dict(zip(rop.axes, rc.axis_value))
             sub.update(zip(rop.reduce_axes, rc.reduce_value))
             for d, i in enumerate(idx):
-                g = E.substitute(i, sub)
+                g = EA.substitute(i, sub)
                 ranging = {}
                 for n in E.post_order(g):
                     if isinstance(n, E.Var) and id(n) not in fixed_ids:

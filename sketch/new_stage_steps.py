@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from compute import expr as E
+from compute import expr_analysis as EA
 from compute.tensor import ComputeOp
 
 from .pack_ops import pack_ops
@@ -155,8 +156,8 @@ class RfactorStep(Step):
             sub[ax] = value[rid] + ax.lo
         sp_axes = tuple(E.iter_var(a.name, 0, a.extent, "spatial") for a in op.axes)
         sub.update({a: b for a, b in zip(op.axes, sp_axes)})
-        src = E.substitute(body.source, sub)
-        where = None if body.where is None else E.substitute(body.where, sub)
+        src = EA.substitute(body.source, sub)
+        where = None if body.where is None else EA.substitute(body.where, sub)
         for g in guards:
             where = g if where is None else E.binary("and", where, g)
         rf_axes = sp_axes[: self.factor_iter_id] + (rf_axis,) + sp_axes[self.factor_iter_id:]

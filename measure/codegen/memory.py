@@ -10,6 +10,7 @@ from typing import Callable
 
 from compute import dtype as dt
 from compute import expr as E
+from compute import expr_analysis as EA
 from compute import loop_ir as L
 
 from .. import intrinsics as I
@@ -66,7 +67,7 @@ class MemoryAccess:
         if all(c is not None for c in coeffs):
             c = sum(k * s for k, s in zip(coeffs, buf.strides))  # type: ignore[misc]
             sub = {vec.var: vec.base_var}
-            first = tuple(E.substitute(i, sub) for i in indices)
+            first = tuple(EA.substitute(i, sub) for i in indices)
             fn.vec = None  # the first lane's address is a scalar computation
             try:
                 off = self._flatten(buf, first, wide)

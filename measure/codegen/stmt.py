@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from compute import dtype as dt
 from compute import expr as E
+from compute import expr_analysis as EA
 from compute import loop_ir as L
 
 from .emitter import Emitter
@@ -164,9 +165,9 @@ def _trip_bound(s: L.For) -> tuple[E.Expr | None, E.Expr, L.Stmt] | None:
     v = s.var
 
     def free_of_v(e: E.Expr) -> bool:
-        return all(x is not v for x in E.free_vars(e))
+        return all(x is not v for x in EA.free_vars(e))
 
-    parts = E.conjuncts(b.cond)
+    parts = EA.conjuncts(b.cond)
     for k, a in enumerate(parts):
         if not (isinstance(a, E.Compare) and a.op == "lt" and free_of_v(a.b)):
             continue
@@ -181,7 +182,7 @@ def _trip_bound(s: L.For) -> tuple[E.Expr | None, E.Expr, L.Stmt] | None:
             continue
         if v.dtype != a.b.dtype or (offset is not None and offset.dtype != v.dtype):
             continue
-        rest = E.conjunction(parts[:k] + parts[k + 1:])
+        rest = EA.conjunction(parts[:k] + parts[k + 1:])
         body: L.Stmt = b.then_case if rest is None else L.IfThenElse(rest, b.then_case)
         return offset, a.b, body
     return None

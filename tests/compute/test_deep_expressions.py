@@ -17,7 +17,7 @@ import pytest
 import ansor
 from ansor import te
 from compute import compute_dag as CD
-from compute import expr as E
+from compute import expr_analysis as EA
 from compute import reference
 from tests.loop_ir_interp import run as interpret
 
@@ -150,7 +150,7 @@ def test_dag_analyses_print_json_flops(shape, n):
     again = ansor.ComputeDAG.from_json(data)
     assert again.workload_key == dag.workload_key
     assert str(again) == text
-    assert [id(v) for v in E.free_vars(B.op.body)] == [id(a) for a in B.op.axes]
+    assert [id(v) for v in EA.free_vars(B.op.body)] == [id(a) for a in B.op.axes]
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
