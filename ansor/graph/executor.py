@@ -237,19 +237,16 @@ def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | 
     return link(plan, choose_schedules(plan, log_file, strict, verbose, file, untuned))
 
 
-def link(plan: NetworkPlan, schedules: Sequence[Any]) -> NetworkModule:
-    """The module running ``plan`` with ``schedules[i]`` for occurrence ``i`` (``choose_schedules``):
-    one kernel per distinct (schedule, packed constant positions), layout transforms where a
-    producer and a consumer disagree, planned buffers, packed constants and argument views."""
+def _run_order(plan: NetworkPlan) -> tuple[list[tuple], dict[str, Any]]:
+    """The run order: each occurrence, preceded by the layout transforms of its inputs (a value
+    in another layout is the key ``(value, layout)``), then the transforms of blocked outputs.
+    Items are ``("group", i, input keys)`` or ``("transform", TransformKey, src, dst key)``;
+    ``out_keys``: per graph output, the key of its NHWC value."""
     graph, occ, chosen, needs = plan.graph, plan.occurrences, plan.layouts, plan.input_layouts
-    if len(schedules) != len(occ):
-        raise ValueError(f"link: {len(schedules)} schedule(s) for {len(occ)} fused group(s)")
-    # The run order: each occurrence, preceded by the layout transforms of its inputs (a value
-    # in another layout is the key ``(value, layout)``), then the transforms of blocked outputs.
     layout_of: dict[Any, str] = {n: NHWC for n in graph.inputs}
     for i, o in enumerate(occ):
         layout_of[o.group.output] = chosen[i]
-    items: list[tuple] = []  # ("group", i, input keys) or ("transform", TransformKey, src, dst key)
+    items: list[tuple] = []
     made: set[Any] = set()
 
     def key_in(value: Any, layout: str | None) -> Any:
@@ -267,7 +264,17 @@ def link(plan: NetworkPlan, schedules: Sequence[Any]) -> NetworkModule:
 
     for i, o in enumerate(occ):
         items.append(("group", i, [key_in(v, lay) for v, lay in zip(o.lowered.inputs, needs[i])]))
-    out_keys = {o: key_in(o, NHWC) for o in graph.outputs}
+    return items, {o: key_in(o, NHWC) for o in graph.outputs}
+
+
+def link(plan: NetworkPlan, schedules: Sequence[Any]) -> NetworkModule:
+    """The module running ``plan`` with ``schedules[i]`` for occurrence ``i`` (``choose_schedules``):
+    one kernel per distinct (schedule, packed constant positions), layout transforms where a
+    producer and a consumer disagree, planned buffers, packed constants and argument views."""
+    graph, occ = plan.graph, plan.occurrences
+    if len(schedules) != len(occ):
+        raise ValueError(f"link: {len(schedules)} schedule(s) for {len(occ)} fused group(s)")
+    items, out_keys = _run_order(plan)
     # Buffers (``_materialise`` specs): graph inputs, planned intermediates/outputs (flat),
     # constants and derived arrays, then views of flat buffers in each kernel argument's shape.
     types: dict[Any, TensorType] = {**{n: graph.type_of(n) for n in graph.inputs},
