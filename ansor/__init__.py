@@ -27,8 +27,9 @@ from .records import NoRecordError, best_record, distill, load_records
 from .search_task import SearchTask
 from .tuning import TuneResult, TuningOptions
 from . import frontend, graph, networks  # noqa: E402 - networks: ansor.networks.get(...); onnx loads lazily
-from .graph.executor import NetworkModule, UntunedTaskError, compile_network, load_module  # noqa: E402
-from .graph.tasks import extract_tasks  # noqa: E402
+from .graph.executor import NetworkModule, compile_network, load_module  # noqa: E402
+from .graph.schedules import UntunedTaskError  # noqa: E402
+from .graph.plan import extract_tasks  # noqa: E402
 from .task_scheduler import (LogEstimatedLatency, PrintTableInfo, TaskFilter,  # noqa: E402
                              TaskScheduler, TaskSchedulerCallback)
 

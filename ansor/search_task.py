@@ -44,6 +44,11 @@ from .tuning import TuneResult, TuningOptions, tune_task
 # 1024x1024 (seeds 1-6) four generations stopped at model scores 0.775-0.831 and eight reached
 # 0.803-0.839; the 0.775 pick ran 2.5x slower than the tuned best.
 GUESS_SEARCH = SearchParams(num_generations=8)
+# The zero-trial pick of a whole network's untuned tasks (``compile_network(untuned="guess")``
+# passes it to ``best_guess``): a smaller population and two generations, because compile time
+# grows with every untuned task and the model's pick changes little beyond it. The one other
+# setting of the guess; a single task's ``best_guess`` uses ``GUESS_SEARCH``.
+NETWORK_GUESS_SEARCH = SearchParams(population_size=512, num_generations=2)
 
 if TYPE_CHECKING:
     from cost_model.cost_model import CostModel

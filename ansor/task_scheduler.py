@@ -34,7 +34,7 @@ search from scratch.
 Tasks excluded by a ``TaskFilter`` (name pattern and/or minimum share of the estimated latency)
 are neither measured nor counted in the budget, but stay in the table and in the objective.
 The round itself is every search-policy tuner's (``tuning_loop.run_round``, with the untuned
-schedule put first in a task's first round), as is the session ending on Ctrl-C or a lost
+schedule, ``ansor.untuned``, put first in a task's first round), as is the session ending on Ctrl-C or a lost
 cluster (``tuning_loop.Session``). What the scheduler knows and picks is ``scheduler_numbers``,
 the confirmation of bests ``scheduler_confirm`` (its bases), the argument checks
 ``scheduler_args``; the progress callbacks (the table, the latency history) are in
@@ -56,7 +56,7 @@ from measure.record import RecordToFile, check_log_file
 from measure.runtime import check_num_threads
 
 from . import scheduler_policy as policy
-from .graph.untuned import untuned_schedule
+from .untuned import untuned_schedule
 from .measurer import STOP_INTERRUPTED, STOP_LOG_FAILED, STOP_UNAVAILABLE, ProgramMeasurer, is_valid
 from .resume import restore, restore_history, resume_paths
 from .scheduler_args import check_pick_args, check_task_filter, check_task_weights, task_index

@@ -30,7 +30,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_tasks(args: argparse.Namespace) -> int:
-    from ansor.graph.tasks import extract_tasks
+    from ansor.graph.plan import extract_tasks
 
     g = load_model(args.model, args.seq_len, args.image_size)
     tasks, weights = extract_tasks(g)

@@ -1,8 +1,9 @@
 """``ansor network tune MODEL``: tune a whole network with the task scheduler.
 
-The network's tasks (``extract_tasks``) share one trial budget (``ansor.TaskScheduler``, gradient
-or round-robin); after each round the progress table is printed and the estimated-latency history
-is appended beside the log (``F.latency.tsv``, plotted to ``F.latency.png`` when matplotlib is
+The network is planned once (``plan_network``: fused and lowered) and the plan feeds the tasks,
+the layout choice and the final compile. Its tasks share one trial budget (``ansor.TaskScheduler``,
+gradient or round-robin); after each round the progress table is printed and the estimated-latency
+history is appended beside the log (``F.latency.tsv``, plotted to ``F.latency.png`` when matplotlib is
 installed). The run is resumable (run the same command again: the log's records are restored,
 nothing is measured twice, the cost model is retrained on them) and Ctrl-C safe (the log keeps
 every finished round). It ends with the estimated latency and the measured latency of the network
@@ -75,7 +76,7 @@ def default_log(model: str) -> str:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from ansor.graph.executor import compile_network
-    from ansor.graph.tasks import extract_tasks
+    from ansor.graph.plan import plan_network
     from ansor.measurer import STOP_LOG_FAILED
     from ansor.task_scheduler import LogEstimatedLatency, PrintTableInfo, TaskFilter, TaskScheduler
     from ansor.tuning import format_duration
@@ -89,14 +90,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
         args.log = default_log(args.model)
     g = load_model(args.model, args.seq_len, args.image_size)
     rewrite = not getattr(args, "no_layout_rewrite", False)
+    # Fused and lowered once: the tasks, the layout choice and the final compile all read it.
+    plan = plan_network(g, layout_rewrite=rewrite)
+    variants = None
     if getattr(args, "layout_tuning", False):
-        from ansor.graph.layout_tuning import extract_layout_tasks  # noqa: PLC0415 - start-up time
+        from ansor.graph.layout_tuning import layout_variants, variant_tasks  # noqa: PLC0415 - start-up time
 
         # Every variant is tuned on the default objective, as if the network ran them all: the
         # solver needs a good time for each layout, not only for the one fastest alone.
-        tasks, weights = extract_layout_tasks(g, layout_rewrite=rewrite)
+        variants = layout_variants(g, occurrences=plan.groups)
+        tasks, weights = variant_tasks(g, variants, layout_rewrite=rewrite)
     else:
-        tasks, weights = extract_tasks(g, layout_rewrite=rewrite)
+        tasks, weights = list(plan.tasks), list(plan.weights)
     if not tasks:  # e.g. a model of element-wise ops only: bad input, not a failed run
         print(f"ansor network tune: {args.model} has no task to tune (no subgraph with a "
               "reduction)", file=sys.stderr)
@@ -154,12 +159,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 1
     if not os.path.isfile(args.log):
         return 0
-    if getattr(args, "layout_tuning", False):
-        code = _choose_layouts(g, args.log)
+    if variants is not None:
+        code = _choose_layouts(g, args.log, variants)
         if code:
             return code
     if args.rounds == 0:
-        lib = compile_network(g, log_file=args.log, layout_rewrite=rewrite)
+        lib = compile_network(plan, log_file=args.log)  # layouts: the choice just recorded, if any
         b = lib.benchmark()
         print(f"measured latency of the compiled network: {b['mean'] * 1e3:.3f} ms per inference")
         return 0
@@ -183,25 +188,22 @@ def side_plot(history: str, out: str) -> None:
               f"{why.splitlines()[0]}", file=sys.stderr)
 
 
-def _choose_layouts(g, log: str) -> int:
+def _choose_layouts(g, log: str, variants) -> int:
     """Solve the network's layouts from the log (transform kernels measured as needed), print
-    and record the choice."""
+    and record the choice. ``variants``: the plan's groups with their candidate layouts."""
     from ansor.graph.layout_tuning import LayoutFileError, sidecar_path, solve_layouts  # noqa: PLC0415
     from ansor.graph.layout_solver import LayoutSolverError  # noqa: PLC0415
 
     try:
-        choice = solve_layouts(g, log)
+        choice = solve_layouts(g, log, variants=variants)
     except (LayoutFileError, LayoutSolverError) as err:
         print(f"ansor network tune: layout tuning: {err}", file=sys.stderr)
         return 1
-    from ansor.graph.tasks import lower_groups  # noqa: PLC0415
-
     rows = [("group", "layout", "candidates (ms)")]
-    for occ, lay, costs, lays in zip(lower_groups(g), choice.layouts, choice.group_costs,
-                                     _candidate_names(g)):
+    for v, lay, costs in zip(variants, choice.layouts, choice.group_costs):
         shown = ", ".join(f"{n} {c * 1e3:.3f}" if c != float("inf") else f"{n} -"
-                          for n, c in zip(lays, costs))
-        rows.append((occ.group.name[:60], lay, shown))
+                          for n, c in zip(v.layouts, costs))
+        rows.append((v.occurrence.group.name[:60], lay, shown))
     print_table(rows)
     sol = choice.solution
     moved = sum(1 for lay in choice.layouts if lay != "NHWC")
@@ -209,12 +211,6 @@ def _choose_layouts(g, log: str) -> int:
           f"with transforms ({sol.method}, {'optimal' if sol.optimal else 'heuristic'}; {sol.note}); "
           f"{len(choice.transforms)} transform(s) costed; written to {sidecar_path(log)}")
     return 0
-
-
-def _candidate_names(g) -> list[tuple[str, ...]]:
-    from ansor.graph.layout_tuning import layout_variants  # noqa: PLC0415
-
-    return [v.layouts for v in layout_variants(g)]
 
 
 def _before_after(args: argparse.Namespace) -> None:

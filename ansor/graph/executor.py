@@ -1,10 +1,10 @@
 """Compile a whole network into native kernels and run it: ``compile_network``, ``load_module``.
 
-``compile_network(graph, log_file)`` fuses the graph, gives every fused subgraph a schedule -
-the best record of its task in ``log_file``, or else the rule-based untuned schedule
-(``untuned.untuned_schedule``) - and builds one kernel per subgraph. Untuned tasks are named
-loudly: a table (name, shape, weight, share of FLOPs) on stderr at compile time, and an error
-with ``strict=True`` (TVM fell back silently when a fused op changed a key, apache/tvm#7135).
+``compile_network(graph or plan, log_file)`` takes the network's plan (``plan.plan_network``:
+fused and lowered once, or given by the caller who already made it), gives every fused subgraph
+a schedule (``schedules.choose_schedules``: the best record of its task in ``log_file``, else
+the untuned schedule, named loudly) and links them (``link``): one kernel per distinct schedule,
+buffers, packed constants.
 
 The result, a ``NetworkModule``, owns one buffer per graph input and output and a planned pool of
 intermediate buffers: a buffer whose last reader has run is reused for a later value of the same
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,32 +35,21 @@ from typing import Any, TextIO
 import numpy as np
 
 from compute import dtype as dt
-from compute.compute_dag import ComputeDAG
 from measure.buffers import aligned_copy, aligned_zeros, is_aligned
 from sketch.layout_rewrite import pack_array
-from sketch.search_params import SearchParams
 
 from ..build_module import build
-from ..records import best_records
 from .ir import Graph, GraphError, TensorType, display_name
-from .layout_tuning import TransformKey, check_layouts, chosen_layouts, transform_state
-from .layouts import NHWC, lower_group_in_layout
+from .layout_tuning import TransformKey, chosen_layouts, transform_state
+from .layouts import NHWC
 from .memory_plan import check_graph_memory
 from .module_benchmark import benchmark_calls
-from .tasks import constant_positions, lower_groups, tasks_from_groups
-from .untuned import untuned_schedule
-
-# ``compile_network(untuned=...)``; the guess searches a smaller population than tuning does (the
-# model's pick changes little beyond it, and compile time grows with every untuned task).
-UNTUNED_MODES = ("rules", "guess")
-GUESS_SEARCH = SearchParams(population_size=512, num_generations=2)
+from .plan import NetworkPlan, plan_network
+from .schedules import UNTUNED_MODES, choose_schedules
+from .tasks import constant_positions
 
 FORMAT = "ansor-network-module"
 VERSION = 1
-
-
-class UntunedTaskError(RuntimeError):
-    """``compile_network(..., strict=True)`` found tasks with no record in the log."""
 
 
 @dataclass
@@ -194,21 +182,24 @@ def _plan_buffers(order: list[tuple[str, list[str]]], types: Mapping[str, Tensor
     return assign
 
 
-def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, strict: bool = False,
-                    verbose: bool = True, file: TextIO | None = None,
-                    layout_rewrite: bool = True,
+def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | None = None,
+                    strict: bool = False, verbose: bool = True, file: TextIO | None = None,
+                    layout_rewrite: bool | None = None,
                     layouts: str | Sequence[str] | None = "auto", untuned: str = "rules") -> NetworkModule:
-    """Build ``graph`` into a ``NetworkModule``: each task's best record in ``log_file``, else an
-    untuned rule-based schedule, named in a table on ``file`` (stderr) unless ``verbose=False``;
-    ``strict=True`` raises ``UntunedTaskError`` listing them instead.
+    """Build ``network`` (a ``Graph``, or the ``NetworkPlan`` of one, so that nothing is fused or
+    lowered again) into a ``NetworkModule``: ``choose_schedules`` (each task's best record in
+    ``log_file``, else an untuned schedule, named in a table on ``file`` (stderr) unless
+    ``verbose=False``; ``strict=True`` raises ``UntunedTaskError`` listing them instead), then
+    ``link``.
 
-    ``layout_rewrite`` (default on): a schedule that packs a constant input (a weight) gets it
-    packed once, here, and its kernel reads the packed array instead of copying on every run
-    (``sketch.layout_rewrite``); the module holds the packed copy (one per distinct packing of a
-    constant) in place of the original where no kernel reads the original. ``False``: every
-    kernel packs inside, as tuned without rewrite.
+    ``layout_rewrite`` (default on; for a plan, the plan's): a schedule that packs a constant
+    input (a weight) gets it packed once, here, and its kernel reads the packed array instead of
+    copying on every run (``sketch.layout_rewrite``); the module holds the packed copy (one per
+    distinct packing of a constant) in place of the original where no kernel reads the original.
+    ``False``: every kernel packs inside, as tuned without rewrite.
 
-    ``layouts``: the activation layout of each fused group (``graph.layouts``). ``"auto"``
+    ``layouts``: the activation layout of each fused group (``graph.layouts``), for a plan as for
+    a graph (the plan's NHWC groups are laid out again, not lowered again). ``"auto"``
     (default): the layouts chosen for this network by layout tuning, recorded beside
     ``log_file`` (``LOG.layouts.jsonl``), else NHWC everywhere; ``None``: NHWC everywhere; or one
     layout name per fused group in execution order. A group in a blocked layout reads its conv
@@ -216,64 +207,46 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
     kernel runs between them (one per value and layout), and blocked outputs go back to NHWC.
 
     ``untuned``: how a task without a record is scheduled: ``"rules"`` (the rule-based
-    register-tiled schedule, ``untuned.untuned_schedule``) or ``"guess"`` (the pre-trained cost
-    model's pick after one search round, ``SearchTask.best_guess``; a second or so per task, and
-    ValueError if no pre-trained model is available)."""
+    register-tiled schedule, ``ansor.untuned.untuned_schedule``) or ``"guess"`` (the pre-trained
+    cost model's pick after one search round, ``SearchTask.best_guess`` with
+    ``NETWORK_GUESS_SEARCH``; a second or so per task, and ValueError if no pre-trained model is
+    available)."""
     if untuned not in UNTUNED_MODES:
         raise ValueError(f"compile_network untuned must be one of {', '.join(UNTUNED_MODES)}, got {untuned!r}")
-    if not isinstance(graph, Graph):
-        raise TypeError(f"compile_network takes an ansor.graph.Graph, got {type(graph).__name__}")
+    if not isinstance(network, (Graph, NetworkPlan)):
+        raise TypeError(f"compile_network takes an ansor.graph.Graph or its NetworkPlan, got {type(network).__name__}")
+    graph = network if isinstance(network, Graph) else network.graph
     check_graph_memory(graph)  # a hostile shape: one error naming the tensor, before any work
     if log_file is not None and not Path(log_file).exists():
         raise FileNotFoundError(f"log file {os.fspath(log_file)!r} does not exist")
-    occ = lower_groups(graph)
-    chosen: tuple[str, ...] | None = None
+    if isinstance(network, Graph):
+        plan = plan_network(graph, layout_rewrite=True if layout_rewrite is None else layout_rewrite)
+    else:
+        plan = network
+        if layout_rewrite is not None and layout_rewrite != plan.layout_rewrite:
+            raise ValueError(f"compile_network: layout_rewrite={layout_rewrite} but the plan was made "
+                             f"with layout_rewrite={plan.layout_rewrite}")
+        if plan.include_simple:
+            raise ValueError("compile_network: a plan made with include_simple=True has tasks the "
+                             "compiled network does not schedule as tasks; plan it without")
     if isinstance(layouts, str) and layouts == "auto":
-        chosen = chosen_layouts(graph, log_file, occ) if log_file is not None else None
-    elif layouts is not None:
-        chosen = check_layouts(graph, occ, layouts)
-    if chosen is None:
-        chosen = (NHWC,) * len(occ)
-    # Per occurrence: lowered in its layout, and the layout each placeholder is read in.
-    needs: list[list[str | None]] = []
-    for i, o in enumerate(occ):
-        low = lower_group_in_layout(o.group, graph, chosen[i])
-        if chosen[i] != NHWC:
-            occ[i] = type(o)(o.group, low.lowered, ComputeDAG(low.lowered.tensors))
-        needs.append(low.input_layouts)
-    tasks, weights, task_of = tasks_from_groups(occ, constants=graph.constants, layout_rewrite=layout_rewrite)
-    states: dict[int, Any] = {}
-    missing: list[int] = []  # tasks without a record
-    if log_file is not None:
-        for ti, best in enumerate(best_records(log_file, tasks)):  # one pass over the log
-            if best is not None:
-                states[ti] = best[0].state
-    missing = [ti for ti in range(len(tasks)) if ti not in states]
-    guess_model = None
-    if missing:
-        table = untuned_table(tasks, missing)
-        if strict:
-            raise UntunedTaskError(f"{len(missing)} of {len(tasks)} task(s) have no record"
-                                   + (f" in {os.fspath(log_file)!r}" if log_file is not None else "")
-                                   + ":\n" + table)
-        if verbose:
-            how = "the pre-trained model's zero-trial pick" if untuned == "guess" else "an untuned schedule"
-            print(f"ansor: {len(missing)} of {len(tasks)} task(s) of {display_name(graph.name)} have no "
-                  f"tuning record and use {how}:\n{table}", file=file or sys.stderr)
-        if untuned == "guess":
-            from ..tuning import default_cost_model  # noqa: PLC0415
+        layouts = chosen_layouts(graph, log_file, plan.groups) if log_file is not None else None
+    wanted = (NHWC,) * len(plan.groups) if layouts is None else layouts
+    if isinstance(wanted, str) or tuple(wanted) != plan.layouts:
+        plan = plan.with_layouts(layouts)  # checked there; the NHWC groups are not lowered again
+    return link(plan, choose_schedules(plan, log_file, strict, verbose, file, untuned))
 
-            guess_model = default_cost_model(0)
-            if getattr(guess_model, "base_booster", None) is None:
-                raise ValueError("compile_network(untuned='guess') needs the pre-trained cost model, "
-                                 "and none is available (ANSOR_PRETRAINED_MODEL=none, or a package "
-                                 "without cost_model/data/pretrained.json)")
-    # The run order: each occurrence, preceded by the layout transforms of its inputs (a value
-    # in another layout is the key ``(value, layout)``), then the transforms of blocked outputs.
+
+def _run_order(plan: NetworkPlan) -> tuple[list[tuple], dict[str, Any]]:
+    """The run order: each occurrence, preceded by the layout transforms of its inputs (a value
+    in another layout is the key ``(value, layout)``), then the transforms of blocked outputs.
+    Items are ``("group", i, input keys)`` or ``("transform", TransformKey, src, dst key)``;
+    ``out_keys``: per graph output, the key of its NHWC value."""
+    graph, occ, chosen, needs = plan.graph, plan.occurrences, plan.layouts, plan.input_layouts
     layout_of: dict[Any, str] = {n: NHWC for n in graph.inputs}
     for i, o in enumerate(occ):
         layout_of[o.group.output] = chosen[i]
-    items: list[tuple] = []  # ("group", i, input keys) or ("transform", TransformKey, src, dst key)
+    items: list[tuple] = []
     made: set[Any] = set()
 
     def key_in(value: Any, layout: str | None) -> Any:
@@ -291,7 +264,17 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
 
     for i, o in enumerate(occ):
         items.append(("group", i, [key_in(v, lay) for v, lay in zip(o.lowered.inputs, needs[i])]))
-    out_keys = {o: key_in(o, NHWC) for o in graph.outputs}
+    return items, {o: key_in(o, NHWC) for o in graph.outputs}
+
+
+def link(plan: NetworkPlan, schedules: Sequence[Any]) -> NetworkModule:
+    """The module running ``plan`` with ``schedules[i]`` for occurrence ``i`` (``choose_schedules``):
+    one kernel per distinct (schedule, packed constant positions), layout transforms where a
+    producer and a consumer disagree, planned buffers, packed constants and argument views."""
+    graph, occ = plan.graph, plan.occurrences
+    if len(schedules) != len(occ):
+        raise ValueError(f"link: {len(schedules)} schedule(s) for {len(occ)} fused group(s)")
+    items, out_keys = _run_order(plan)
     # Buffers (``_materialise`` specs): graph inputs, planned intermediates/outputs (flat),
     # constants and derived arrays, then views of flat buffers in each kernel argument's shape.
     types: dict[Any, TensorType] = {**{n: graph.type_of(n) for n in graph.inputs},
@@ -335,18 +318,11 @@ def compile_network(graph: Graph, log_file: str | os.PathLike | None = None, str
             continue
         i, in_keys = it[1], it[2]
         o = occ[i]
-        ti = task_of.get(i)
-        tuned = ti is not None and ti in states
-        rewrite = tuple(sorted(constant_positions(o, graph.constants))) if layout_rewrite else ()
-        kkey = (o.dag.workload_key, ti if tuned else -1, rewrite)
+        rewrite = tuple(sorted(constant_positions(o, graph.constants))) if plan.layout_rewrite else ()
+        # choose_schedules shares one state object between the occurrences that share a schedule
+        kkey = (id(schedules[i]), rewrite)
         if kkey not in kernels:
-            if tuned:
-                state = states[ti]
-            elif untuned == "guess" and ti is not None:
-                state = tasks[ti].best_guess(cost_model=guess_model, search_params=GUESS_SEARCH)
-            else:
-                state = untuned_schedule(o.dag)[0]
-            kernels[kkey] = build(state, layout_rewrite_inputs=rewrite)
+            kernels[kkey] = build(schedules[i], layout_rewrite_inputs=rewrite)
         kernel = kernels[kkey]
         packed = {p.position: p for p in kernel.packed_args}
         args = []
@@ -415,17 +391,6 @@ def _materialise(specs: list[tuple], consts: Mapping[str, np.ndarray]) -> list[n
             flat = out[spec[1]].reshape(-1)  # a view: every buffer is C-contiguous
             out.append(flat[:int(np.prod(spec[2]))].reshape(spec[2]))
     return out
-
-
-def untuned_table(tasks: list, which: list[int]) -> str:
-    """``| ID | task | shape | weight | FLOP share |`` for the tasks ``which``."""
-    total = sum(t.flop_count * t.weight for t in tasks) or 1.0
-    rows = [("ID", "subgraph", "weight", "FLOPs share")]
-    for ti in which:
-        t = tasks[ti]
-        rows.append((str(ti), t.desc, str(t.weight), f"{100 * t.flop_count * t.weight / total:.1f}%"))
-    widths = [max(len(r[c]) for r in rows) for c in range(4)]
-    return "\n".join("| " + " | ".join(v.ljust(w) for v, w in zip(r, widths)) + " |" for r in rows)
 
 
 def _module_error(path: Path, msg: str) -> GraphError:

@@ -3,8 +3,9 @@
 A network's conv groups may each run in NHWC or a blocked NCHW[x]c layout (``layouts``). Here:
 
 * ``layout_variants(graph)``: every fused group with its candidate layouts, each lowered;
-  ``extract_layout_tasks(graph)``: one ``GraphTask`` per distinct (subgraph, layout) - the
-  variants are tasks like any other (own DAG, own workload key), tuned by the task scheduler;
+  ``extract_layout_tasks(graph)`` (``variant_tasks`` of given variants): one ``GraphTask`` per
+  distinct (subgraph, layout) - the variants are tasks like any other (own DAG, own workload
+  key), tuned by the task scheduler;
 * ``needed_transforms``: the layout transforms any assignment may need (one activation shape
   from one layout to another); ``measure_transforms`` builds each as a small kernel (compute
   DSL, rule-based schedule) and times it with the ordinary builder and runner;
@@ -14,6 +15,9 @@ A network's conv groups may each run in NHWC or a blocked NCHW[x]c layout (``lay
   costs - solved by ``layout_solver.solve``; the choice is appended to the sidecar file;
 * ``chosen_layouts(graph, log_file)``: the last choice recorded for this network, which
   ``compile_network`` uses.
+
+Each function that needs the network's fused groups takes them (``occurrences``/``variants``,
+from ``plan.NetworkPlan.groups``) and lowers them itself only when called without.
 
 The sidecar ``LOG.layouts.jsonl`` beside the tuning log holds the measured transform costs
 (cached: a later run measures only what is missing) and the choices, one JSON object a line. It
@@ -51,7 +55,7 @@ from .ir import DTYPES, Graph, GraphError
 from .layout_solver import LayoutProblem, LayoutSolution, solve
 from .layouts import (NHWC, LayoutCandidates, LayoutError, LayoutLowered, block_of, candidate_layouts,
                       lower_group_in_layout, physical_shape, transform_tensors, why_not)
-from .untuned import untuned_schedule
+from ..untuned import untuned_schedule
 from .tasks import GraphTask, _Occurrence, has_reduction, lower_groups, tasks_from_groups
 from compute.errors import InputError
 
@@ -146,7 +150,13 @@ def extract_layout_tasks(graph: Graph, hw: HardwareParams | None = None, layout_
                          ) -> tuple[list[GraphTask], list[int]]:
     """The tasks of every layout variant: the NHWC tasks of ``extract_tasks`` and one task per
     distinct blocked variant (desc ending in ``[NCHW16c]``); weight = occurrences."""
-    variants = layout_variants(graph, hw)
+    return variant_tasks(graph, layout_variants(graph, hw), layout_rewrite)
+
+
+def variant_tasks(graph: Graph, variants: Sequence[GroupVariants], layout_rewrite: bool = True
+                  ) -> tuple[list[GraphTask], list[int]]:
+    """``extract_layout_tasks`` of ``variants`` already made (``layout_variants`` of a plan's
+    groups: nothing fused or lowered again)."""
     occ, tags = [], []
     for v in variants:
         for k, lay in enumerate(v.layouts):
@@ -424,12 +434,14 @@ def build_problem(graph: Graph, variants: Sequence[GroupVariants], group_costs: 
 
 def solve_layouts(graph: Graph, log_file: str | os.PathLike, builder: Builder | None = None,
                   runner: Runner | None = None,
-                  hw: HardwareParams | None = None, record: bool = True) -> LayoutChoice:
+                  hw: HardwareParams | None = None, record: bool = True,
+                  variants: Sequence[GroupVariants] | None = None) -> LayoutChoice:
     """Pick each group's layout from the variants' best times in ``log_file`` and the transform
     costs (cached in the sidecar; the missing ones measured now and appended), solve, and append
-    the choice to the sidecar (``record``)."""
-    occ = lower_groups(graph)
-    variants = layout_variants(graph, hw, occ)
+    the choice to the sidecar (``record``). ``variants``: ``layout_variants`` of the network when
+    the caller has them (made from ``NetworkPlan.groups``: nothing fused or lowered again)."""
+    variants = list(variants) if variants is not None else layout_variants(graph, hw)
+    occ = [v.occurrence for v in variants]
     side = sidecar_path(log_file)
     cached, _ = read_sidecar(side)
     needed = needed_transforms(graph, variants)

@@ -1,9 +1,10 @@
 """Task extraction: a network's fused subgraphs as ``SearchTask``\\ s with weights.
 
-``extract_tasks(graph)`` fuses the graph (``fuse.fuse``), lowers every group to a ComputeDAG
-(``te_ops.lower_group``) and merges groups whose DAGs have the same workload key - a hash of the
-computation and shapes, independent of every name - into one task whose weight is how many times
-it occurs. As in TVM's auto-scheduler, by default only subgraphs with a reduction (conv, dense,
+Here: ``lower_groups`` fuses the graph (``fuse.fuse``) and lowers every group to a ComputeDAG
+(``te_ops.lower_group``); ``tasks_from_groups`` merges groups whose DAGs have the same workload
+key - a hash of the computation and shapes, independent of every name - into one task whose
+weight is how many times it occurs. ``plan.plan_network`` calls both, once per network, and
+``plan.extract_tasks`` returns its tasks. As in TVM's auto-scheduler, by default only subgraphs with a reduction (conv, dense,
 matmul, pools, softmax, norms) are tasks; ``include_simple=True`` adds the injective-only ones.
 
 A task knows which of its inputs are constants of the network in every occurrence (weights, and
@@ -121,16 +122,3 @@ def tasks_from_groups(occurrences: Sequence[_Occurrence], include_simple: bool =
                                sorted(const), layout_rewrite))
     return tasks, [t.weight for t in tasks], task_of
 
-
-def extract_tasks(graph: Graph, include_simple: bool = False,
-                  max_depth: int = DEFAULT_MAX_DEPTH, layout_rewrite: bool = True
-                  ) -> tuple[list[GraphTask], list[int]]:
-    """``tasks, weights``: one task per distinct fused subgraph with a reduction (every distinct
-    subgraph with ``include_simple``), weight = number of occurrences, in first-occurrence order.
-    ``layout_rewrite``: tasks measure candidates that pack a constant input with the pack done
-    outside the timed kernel (as ``compile_network(..., layout_rewrite=True)`` runs them)."""
-    if not isinstance(graph, Graph):
-        raise TypeError(f"extract_tasks takes an ansor.graph.Graph, got {type(graph).__name__}")
-    tasks, weights, _ = tasks_from_groups(lower_groups(graph, max_depth), include_simple,
-                                          graph.constants, layout_rewrite)
-    return tasks, weights

@@ -399,7 +399,7 @@ def test_a_task_that_always_fails_retires():
 
 
 def test_first_round_of_each_task_measures_the_untuned_schedule(tmp_path):
-    from ansor.graph.untuned import untuned_schedule
+    from ansor.untuned import untuned_schedule
     from sketch.transform_steps import steps_to_json
 
     log = tmp_path / "log.json"

@@ -7,7 +7,7 @@ import pytest
 import ansor
 from compute.compute_dag import ComputeDAG
 from ansor.graph import GraphBuilder, run
-from ansor.graph.tasks import extract_tasks
+from ansor.graph.plan import extract_tasks
 from compute.ops import workloads
 
 

@@ -6,7 +6,7 @@ import pytest
 import ansor
 from ansor.graph import GraphBuilder, GraphError
 from ansor.graph.fuse import fuse
-from ansor.graph.tasks import extract_tasks
+from ansor.graph.plan import extract_tasks
 
 
 def _conv_block(names=("c", "b", "r")):

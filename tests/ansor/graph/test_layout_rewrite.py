@@ -12,7 +12,7 @@ import pytest
 
 import ansor
 from ansor.graph import GraphBuilder
-from ansor.graph.tasks import extract_tasks
+from ansor.graph.plan import extract_tasks
 from measure.measure import MeasureInput, MeasureResult
 from measure.record import RecordToFile
 from measure.target import host_hardware_params

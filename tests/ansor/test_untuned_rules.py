@@ -9,8 +9,8 @@ import pytest
 
 import ansor
 from ansor.graph import GraphBuilder, run
-from ansor.graph.tasks import extract_tasks
-from ansor.graph.untuned import _register_tile, untuned_schedule
+from ansor.graph.plan import extract_tasks
+from ansor.untuned import _register_tile, untuned_schedule
 from compute.ops import workloads as W
 from sketch.hardware import HardwareParams
 

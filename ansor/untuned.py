@@ -20,6 +20,11 @@ what the search starts from) gets fixed numbers instead of random ones:
 
 If that state does not lower, a few random samples of the sketches (fixed seed) are tried, then
 the plain default schedule; ``untuned_schedule`` says which it used.
+
+It lives at the top of ``ansor`` (it needs only ``sketch`` and the host's ``measure.target``), not
+in ``ansor.graph``: the compiled network schedules untuned groups with it, the layout transforms
+are built with it, and the task scheduler measures it first in each task's first round - a
+mechanism below all three, not one of them reaching into another.
 """
 from __future__ import annotations
 
