@@ -11,7 +11,7 @@ Systems: ``ansor`` (``compile_network`` with the records of ``log``, untuned sch
 rest), ``ansor-untuned`` (no records at all), ``ansor-no-rewrite`` (the records, without weight
 layout rewrite), ``onnxruntime`` (the model file itself for an ``.onnx`` MODEL; for a zoo network the graph
 written by ``ansor.graph.onnx_export``; default session options but the thread count), and
-``torch`` (``torch_graph.to_torch``: eager, channels-last images, ``inference_mode``).
+``torch`` (``graph.torch_peer.to_torch``: eager, channels-last images, ``inference_mode``).
 
 Worker: ``python -m ansor.bench.network_compare JOB.json`` (``JOB``: system, model, options).
 """
@@ -79,7 +79,7 @@ def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int
     if system == "torch":
         import torch  # noqa: PLC0415 - optional peer
 
-        from .torch_graph import to_torch  # noqa: PLC0415 - imports torch
+        from ..graph.torch_peer import to_torch  # noqa: PLC0415 - imports torch
 
         torch.set_num_threads(threads)
         module = to_torch(graph)

@@ -38,7 +38,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised by a subprocess test without onnx
     raise ImportError("ansor.frontend.onnx needs the onnx package: pip install 'ansor-py[onnx]'") from e
 
-from ..graph.ir import Graph
+from ..graph.ir import OPS, Graph
 # The handler modules register their operators in _HANDLERS when imported; the fold-only
 # fallbacks below must come after them (setdefault keeps the real handlers).
 from . import onnx_ops_elementwise, onnx_ops_nn, onnx_ops_shape  # noqa: F401
@@ -47,6 +47,12 @@ from .onnx_fold import OnnxImportError
 from .onnx_importer import _HANDLERS, _const_only, _Importer, _load
 
 
+# The import rules of the operators declared in ansor/graph/ops/ (one home per operator).
+for _def in OPS.values():
+    for _op_type, _rule in _def.onnx.items():
+        if _op_type in _HANDLERS:
+            raise ImportError(f"ONNX operator {_op_type} has two import rules (graph op {_def.name} and another)")
+        _HANDLERS[_op_type] = _rule
 # Shape is constant for any input (shapes are static): fold it even when its input is not.
 _HANDLERS["Shape"] = lambda imp, node, attrs: imp.set_const(node.output[0], _FOLD["Shape"](imp, node, attrs, [])[0])
 # An op that can only be folded (Gather, ConstantOfShape, ...) is an error on non-constant inputs.

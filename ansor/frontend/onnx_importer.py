@@ -290,7 +290,16 @@ class _Importer:
             outs.append(var)
         return self.b.build(outs)
 
-    # -- shared node helpers --
+    # -- shared node helpers (the import rules of ansor/graph/ops/ call these) --
+    def layout_preserving(self, node: onnx.NodeProto, op: str, attrs: dict[str, Any]) -> None:
+        """Import a one-input elementwise node as graph op ``op``, keeping its input's layout
+        (an NHWC image stays NHWC, so activations between convolutions need no transposes)."""
+        src, out = node.input[0], node.output[0]
+        if self.is_nhwc(src):
+            self.set_nhwc(out, self.b.add_node(op, [self.nhwc(src)], attrs, self.name_for(out, True)))
+        else:
+            self.set_plain(out, self.b.add_node(op, [self.plain(src)], attrs, out))
+
     def name_for(self, onnx_name: str, nhwc: bool = False) -> str:
         # An NHWC value that is a graph output gets a suffix: its plain (NCHW) twin takes the name.
         return f"{onnx_name}:nhwc" if nhwc and onnx_name in self.out_names else onnx_name

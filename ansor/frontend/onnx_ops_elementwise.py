@@ -19,23 +19,15 @@ _UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "S
           "Neg": "neg"}
 
 
-def _layout_preserving(imp: _Importer, node, op: str, attrs: dict[str, Any]) -> None:
-    src, out = node.input[0], node.output[0]
-    if imp.is_nhwc(src):
-        imp.set_nhwc(out, imp.b.add_node(op, [imp.nhwc(src)], attrs, imp.name_for(out, True)))
-    else:
-        imp.set_plain(out, imp.b.add_node(op, [imp.plain(src)], attrs, out))
-
-
 @_handles(*_UNARY)
 def _unary(imp: _Importer, node, attrs) -> None:
-    _layout_preserving(imp, node, _UNARY[node.op_type], {})
+    imp.layout_preserving(node, _UNARY[node.op_type], {})
 
 
 @_handles("Gelu")
 def _gelu(imp: _Importer, node, attrs) -> None:
     approx = attrs.get("approximate", b"none")
-    _layout_preserving(imp, node, "gelu", {"approximate": approx.decode() if isinstance(approx, bytes) else approx})
+    imp.layout_preserving(node, "gelu", {"approximate": approx.decode() if isinstance(approx, bytes) else approx})
 
 
 @_handles("Clip")
@@ -54,7 +46,7 @@ def _clip(imp: _Importer, node, attrs) -> None:
                 raise imp.err(node, f"{what} must be a scalar, got shape {list(a.shape)}")
         lo = lo_d if lo_a is None else float(lo_a.reshape(-1)[0])
         hi = hi_d if hi_a is None else float(hi_a.reshape(-1)[0])
-    _layout_preserving(imp, node, "clip", {"min": float(lo), "max": float(hi)})
+    imp.layout_preserving(node, "clip", {"min": float(lo), "max": float(hi)})
 
 
 @_handles("Identity", "Dropout")
@@ -92,4 +84,4 @@ def _cast(imp: _Importer, node, attrs) -> None:
     dtype = _NP_DTYPES.get(int(attrs["to"]))
     if dtype is None:
         raise imp.err(node, f"cast to {onnx.TensorProto.DataType.Name(int(attrs['to']))} is not supported")
-    _layout_preserving(imp, node, "cast", {"dtype": dtype})
+    imp.layout_preserving(node, "cast", {"dtype": dtype})

@@ -11,3 +11,6 @@ from .onnx_export import export_onnx, to_onnx
 
 __all__ = ["OPS", "Graph", "GraphBuilder", "GraphError", "Node", "OpDef", "TensorType", "Var",
            "display_name", "export_onnx", "run", "to_onnx"]
+
+# Last: the operator modules build on the modules above (one home per operator, checked here).
+from . import ops  # noqa: E402, F401

@@ -35,7 +35,7 @@ from sketch.hardware import HardwareParams
 
 from .fuse import FusedGroup
 from .ir import Graph, display_name
-from .te_ops import BINARY_EXPR, UNARY_EXPR, LoweredGroup, broadcast_index, lower_group
+from .te_ops import LoweredGroup, binary_expr, broadcast_index, lower_group, unary_expr
 
 NHWC = "NHWC"
 MAX_BLOCK = 1024
@@ -132,7 +132,7 @@ def _blocking_problem(group: FusedGroup, graph: Graph) -> str | None:
         return f"conv2d of {conv.type.dtype} keeps NHWC"
     shape = conv.type.shape
     for node in group.nodes[1:]:
-        if node.op not in UNARY_EXPR and node.op not in BINARY_EXPR:
+        if unary_expr(node.op) is None and binary_expr(node.op) is None:
             return f"the fused {node.op} is not elementwise"
         if node.type.shape != shape:
             return f"the fused {node.op} changes the shape to {list(node.type.shape)}"
@@ -262,12 +262,12 @@ def _lower_blocked(group: FusedGroup, graph: Graph, x: int) -> LayoutLowered:
     for node in group.nodes[1:]:
         count += 1
         args = [env[i] for i in node.inputs]
-        if node.op in UNARY_EXPR:
-            fn, f0 = UNARY_EXPR[node.op], args[0]
+        if unary_expr(node.op) is not None:
+            fn, f0 = unary_expr(node.op), args[0]
             out = te.compute(out.shape, (lambda f0, fn, node: lambda *i: fn(f0(*i), node))(f0, fn, node),
                              name=f"{node.op}_{count}", tag="elemwise")
         else:
-            fn, f0, f1 = BINARY_EXPR[node.op], args[0], args[1]
+            fn, f0, f1 = binary_expr(node.op), args[0], args[1]
             out = te.compute(out.shape, (lambda f0, f1, fn: lambda *i: fn(f0(*i), f1(*i)))(f0, f1, fn),
                              name=f"{node.op}_{count}", tag="broadcast")
         env[node.name] = (lambda p: lambda n, c, h, w_, i: p[n, c, h, w_, i])(out)

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .ir import Graph, GraphError, Node, display_name
+from .ir import OPS, Graph, GraphError, Node, display_name
 
 OPSET = 17
 _TO_NCHW = (0, 3, 1, 2)
@@ -30,7 +31,7 @@ _TO_NHWC = (0, 2, 3, 1)
 _NHWC_AXIS_TO_NCHW = (0, 2, 3, 1)  # IR axis a of an image is NCHW axis _NHWC_AXIS_TO_NCHW[a]
 
 
-class _Exporter:
+class Exporter:
     def __init__(self, graph: Graph):
         import onnx  # noqa: PLC0415 - optional dependency, only when exporting
         from onnx import helper, numpy_helper  # noqa: PLC0415
@@ -103,7 +104,7 @@ class _Exporter:
             self.plain[name] = f"input_{i}"
             inputs.append(h.make_tensor_value_info(f"input_{i}", _elem_type(onnx, t.dtype), list(t.shape)))
         for node in self.graph.nodes:
-            fn = _OPS.get(node.op)
+            fn = _OPS.get(node.op) or OPS[node.op].export
             if fn is None:
                 raise GraphError(f"node {display_name(node.name)}: op {node.op!r} has no ONNX export")
             fn(self, node)
@@ -126,7 +127,7 @@ def _elem_type(onnx: Any, dtype: str) -> int:
 
 # ---- ops ----------------------------------------------------------------------------------------
 
-def _conv2d(e: _Exporter, n: Node) -> None:
+def _conv2d(e: Exporter, n: Node) -> None:
     a = n.attrs
     x, w = n.inputs
     c = e.const(w)
@@ -137,7 +138,7 @@ def _conv2d(e: _Exporter, n: Node) -> None:
                             pads=list(a["padding"]), dilations=list(a["dilation"]), group=a["groups"])
 
 
-def _pool(e: _Exporter, n: Node) -> None:
+def _pool(e: Exporter, n: Node) -> None:
     a = n.attrs
     common = dict(kernel_shape=list(a["kernel"]), strides=list(a["strides"]), pads=list(a["padding"]),
                   ceil_mode=int(a["ceil_mode"]))
@@ -148,12 +149,12 @@ def _pool(e: _Exporter, n: Node) -> None:
                                 count_include_pad=int(a["count_include_pad"]), **common)
 
 
-def _global_pool(e: _Exporter, n: Node) -> None:
+def _global_pool(e: Exporter, n: Node) -> None:
     e.nchw[n.name] = e.node("GlobalAveragePool", [e.get_nchw(n.inputs[0])])
 
 
 def _binary(onnx_op: str):
-    def fn(e: _Exporter, n: Node) -> None:
+    def fn(e: Exporter, n: Node) -> None:
         if len(n.type.shape) == 4 and any(e.is_image(v) for v in n.inputs):
             e.nchw[n.name] = e.node(onnx_op, [e.image_operand(v) for v in n.inputs])
         else:
@@ -161,7 +162,7 @@ def _binary(onnx_op: str):
     return fn
 
 
-def _unary_nodes(e: _Exporter, n: Node, x: str) -> str:
+def _unary_nodes(e: Exporter, n: Node, x: str) -> str:
     a = n.attrs
     if n.op == "gelu":
         half, one = e.init(np.array(0.5, np.float32), "c"), e.init(np.array(1.0, np.float32), "c")
@@ -187,15 +188,22 @@ _UNARY = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "s
           "neg": "Neg", "erf": "Erf", "identity": "Identity"}
 
 
-def _unary(e: _Exporter, n: Node) -> None:
-    x = n.inputs[0]
-    if e.is_image(x):
-        e.nchw[n.name] = _unary_nodes(e, n, e.nchw[x])
-    else:
-        e.plain[n.name] = _unary_nodes(e, n, e.get_plain(x))
+def elementwise_export(build: Callable[[Exporter, Node, str], str]) -> Callable[[Exporter, Node], None]:
+    """The export of a one-input elementwise op: ``build(e, node, x)`` makes its ONNX node(s) on
+    ONNX value ``x`` and returns the result's name; an image stays in the layout it is in."""
+    def fn(e: Exporter, n: Node) -> None:
+        x = n.inputs[0]
+        if e.is_image(x):
+            e.nchw[n.name] = build(e, n, e.nchw[x])
+        else:
+            e.plain[n.name] = build(e, n, e.get_plain(x))
+    return fn
 
 
-def _batch_norm(e: _Exporter, n: Node) -> None:
+_unary = elementwise_export(lambda e, n, x: _unary_nodes(e, n, x))
+
+
+def _batch_norm(e: Exporter, n: Node) -> None:
     x, gamma, beta, mean, var = n.inputs
     a = n.attrs
     if len(n.type.shape) == 4 and a["axis"] == 3:
@@ -212,7 +220,7 @@ def _batch_norm(e: _Exporter, n: Node) -> None:
     e.plain[n.name] = e.node("Add", [y, e.node("Reshape", [shift, sh])])
 
 
-def _lrn(e: _Exporter, n: Node) -> None:
+def _lrn(e: Exporter, n: Node) -> None:
     a = n.attrs
     if len(n.type.shape) != 4 or a["axis"] != 3:
         raise GraphError(f"node {display_name(n.name)}: lrn over axis {a['axis']} has no ONNX export")
@@ -220,7 +228,7 @@ def _lrn(e: _Exporter, n: Node) -> None:
                             beta=a["beta"], bias=a["bias"])
 
 
-def _concat(e: _Exporter, n: Node) -> None:
+def _concat(e: Exporter, n: Node) -> None:
     axis = n.attrs["axis"]
     if len(n.type.shape) == 4 and any(e.is_image(v) for v in n.inputs):
         e.nchw[n.name] = e.node("Concat", [e.get_nchw(v) for v in n.inputs], axis=_NHWC_AXIS_TO_NCHW[axis])
@@ -228,11 +236,11 @@ def _concat(e: _Exporter, n: Node) -> None:
         e.plain[n.name] = e.node("Concat", [e.get_plain(v) for v in n.inputs], axis=axis)
 
 
-def _dense(e: _Exporter, n: Node) -> None:
+def _dense(e: Exporter, n: Node) -> None:
     e.plain[n.name] = e.node("Gemm", [e.get_plain(v) for v in n.inputs], transB=1)
 
 
-def _matmul(e: _Exporter, n: Node) -> None:
+def _matmul(e: Exporter, n: Node) -> None:
     ins = []
     for v, flag in zip(n.inputs, ("transpose_a", "transpose_b")):
         x = e.get_plain(v)
@@ -243,27 +251,29 @@ def _matmul(e: _Exporter, n: Node) -> None:
     e.plain[n.name] = e.node("MatMul", ins)
 
 
-def _plain_op(build):
-    def fn(e: _Exporter, n: Node) -> None:
+def plain_export(build: Callable[[Exporter, Node, list[str]], str]) -> Callable[[Exporter, Node], None]:
+    """The export of an op on its inputs in the IR's own layout: ``build(e, node, xs)`` makes the
+    ONNX node(s) and returns the result's name."""
+    def fn(e: Exporter, n: Node) -> None:
         e.plain[n.name] = build(e, n, [e.get_plain(v) for v in n.inputs])
     return fn
 
 
-def _ints(e: _Exporter, values: Any) -> str:
+def _ints(e: Exporter, values: Any) -> str:
     return e.init(np.array(list(values), np.int64), "s")
 
 
-def _layer_norm(e: _Exporter, n: Node, xs: list[str]) -> str:
+def _layer_norm(e: Exporter, n: Node, xs: list[str]) -> str:
     return e.node("LayerNormalization", xs, axis=n.attrs["axis"], epsilon=n.attrs["eps"])
 
 
-def _pad(e: _Exporter, n: Node, xs: list[str]) -> str:
+def _pad(e: Exporter, n: Node, xs: list[str]) -> str:
     a = n.attrs
     value = e.init(np.array(a["value"], n.type.dtype), "c")
     return e.node("Pad", [xs[0], _ints(e, list(a["before"]) + list(a["after"])), value])
 
 
-def _slice(e: _Exporter, n: Node, xs: list[str]) -> str:
+def _slice(e: Exporter, n: Node, xs: list[str]) -> str:
     a = n.attrs
     return e.node("Slice", [xs[0], _ints(e, a["begin"]), _ints(e, a["end"]),
                             _ints(e, range(len(a["begin"]))), _ints(e, a["step"])])
@@ -275,13 +285,13 @@ _OPS: dict[str, Any] = {
     "maximum": _binary("Max"), "minimum": _binary("Min"), "pow": _binary("Pow"),
     **{op: _unary for op in (*_UNARY, "gelu", "clip", "cast")},
     "batch_norm": _batch_norm, "lrn": _lrn, "concat": _concat, "dense": _dense, "matmul": _matmul,
-    "softmax": _plain_op(lambda e, n, xs: e.node("Softmax", xs, axis=n.attrs["axis"])),
-    "layer_norm": _plain_op(_layer_norm),
-    "reduce_mean": _plain_op(lambda e, n, xs: e.node("ReduceMean", xs, axes=list(n.attrs["axes"]),
+    "softmax": plain_export(lambda e, n, xs: e.node("Softmax", xs, axis=n.attrs["axis"])),
+    "layer_norm": plain_export(_layer_norm),
+    "reduce_mean": plain_export(lambda e, n, xs: e.node("ReduceMean", xs, axes=list(n.attrs["axes"]),
                                                      keepdims=int(n.attrs["keepdims"]))),
-    "reshape": _plain_op(lambda e, n, xs: e.node("Reshape", [xs[0], _ints(e, n.type.shape)])),
-    "transpose": _plain_op(lambda e, n, xs: e.node("Transpose", xs, perm=list(n.attrs["perm"]))),
-    "pad": _plain_op(_pad), "slice": _plain_op(_slice),
+    "reshape": plain_export(lambda e, n, xs: e.node("Reshape", [xs[0], _ints(e, n.type.shape)])),
+    "transpose": plain_export(lambda e, n, xs: e.node("Transpose", xs, perm=list(n.attrs["perm"]))),
+    "pad": plain_export(_pad), "slice": plain_export(_slice),
 }
 
 
@@ -289,7 +299,7 @@ def to_onnx(graph: Graph) -> Any:
     """``graph`` as an ``onnx.ModelProto`` (see the module docstring); checked by onnx's checker."""
     if not isinstance(graph, Graph):
         raise TypeError(f"to_onnx takes an ansor.graph.Graph, got {type(graph).__name__}")
-    return _Exporter(graph).run()
+    return Exporter(graph).run()
 
 
 def export_onnx(graph: Graph, path: str | os.PathLike) -> None:

@@ -26,7 +26,7 @@ from compute.expr import Expr, IterVar, cast, const
 from compute.tensor import Tensor
 
 from .fuse import FusedGroup
-from .ir import Graph, GraphError, Node, display_name
+from .ir import OPS, Graph, GraphError, Node, display_name
 
 
 @dataclass
@@ -45,7 +45,10 @@ class LoweredGroup:
         return [*self.placeholders, self.output]
 
 
-class _Ctx:
+class LowerCtx:
+    """What a lowering rule gets besides its node and input tensors: fresh tensor names, derived
+    constants as extra placeholders, and which placeholders one node alone reads."""
+
     def __init__(self) -> None:
         self.placeholders: list[Tensor] = []
         self.inputs: list[str | np.ndarray] = []
@@ -68,7 +71,7 @@ class _Ctx:
         return t
 
 
-LowerFn = Callable[[_Ctx, Node, list[Tensor]], Tensor]
+LowerFn = Callable[[LowerCtx, Node, list[Tensor]], Tensor]
 LOWER: dict[str, LowerFn] = {}
 
 
@@ -95,7 +98,7 @@ _BINARY = BINARY_EXPR
 
 
 @_lower(*_BINARY)
-def _binary(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _binary(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     a, b = xs
     fn = _BINARY[node.op]
     shape = node.type.shape
@@ -103,8 +106,9 @@ def _binary(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
                       name=ctx.name(node.op), tag="broadcast" if a.shape != b.shape else "elemwise")
 
 
-def _unary(fn: Callable[[Expr, Node], Expr]) -> LowerFn:
-    def lower(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def unary_lower(fn: Callable[[Expr, Node], Expr]) -> LowerFn:
+    """The lowering of an elementwise op given its scalar body ``fn(value, node)``."""
+    def lower(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
         x = xs[0]
         return te.compute(x.shape, lambda *i: fn(x[i], node), name=ctx.name(node.op), tag="elemwise")
     return lower
@@ -127,9 +131,26 @@ UNARY_EXPR: dict[str, Callable[[Expr, Node], Expr]] = {
     "clip": lambda v, n: _clip_expr(v, n.attrs["min"], n.attrs["max"]),
     "cast": lambda v, n: cast(v, n.attrs["dtype"]),
 }
-"""Elementwise unary ops as expressions of one value (the blocked-layout lowering reuses them)."""
+"""Elementwise unary ops as expressions of one value (the blocked-layout lowering reuses them;
+operators of ``ansor/graph/ops/`` carry theirs as ``OpDef.expr``: see ``unary_expr``)."""
 for _op, _fn in UNARY_EXPR.items():
-    LOWER[_op] = _unary(_fn)
+    LOWER[_op] = unary_lower(_fn)
+
+
+def unary_expr(op: str) -> Callable[[Expr, Node], Expr] | None:
+    """The scalar body of an elementwise unary op, or None if ``op`` is not one."""
+    d = OPS.get(op)
+    if op in UNARY_EXPR or d is None:
+        return UNARY_EXPR.get(op)
+    return d.expr if d.expr is not None and d.arity == (1, 1) and d.pattern == "elemwise" else None
+
+
+def binary_expr(op: str) -> Callable[[Expr, Expr], Expr] | None:
+    """The scalar body of a broadcasting binary op, or None if ``op`` is not one."""
+    d = OPS.get(op)
+    if op in BINARY_EXPR or d is None:
+        return BINARY_EXPR.get(op)
+    return d.expr if d.expr is not None and d.arity == (2, 2) and d.pattern == "broadcast" else None
 
 
 def _clip_expr(v: Expr, lo: float, hi: float) -> Expr:
@@ -141,7 +162,7 @@ def _clip_expr(v: Expr, lo: float, hi: float) -> Expr:
 
 
 @_lower("conv2d")
-def _conv2d(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _conv2d(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     data, weight = xs
     a = node.attrs
     kh, kw, ci_per_group, co = weight.shape
@@ -161,7 +182,7 @@ def _conv2d(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
 
 @_lower("dense")
-def _dense(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _dense(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     data, weight = xs
     k = next((i for i, p in enumerate(ctx.placeholders) if p is weight), None)
     bound = None if k is None else ctx.inputs[k]
@@ -180,7 +201,7 @@ def _dense(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
 
 @_lower("matmul")
-def _matmul(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _matmul(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     a, b = xs
     ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
     shape = node.type.shape
@@ -207,7 +228,7 @@ def _idx_prefix(t: Tensor, batch: Sequence[IterVar], bshape: Sequence[int]) -> t
 
 
 @_lower("batch_norm")
-def _batch_norm(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _batch_norm(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     x, gamma, beta, mean, var = xs
     ax, eps = node.attrs["axis"], const(node.attrs["eps"], x.dtype)
 
@@ -218,7 +239,7 @@ def _batch_norm(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
     return te.compute(x.shape, body, name=ctx.name("batch_norm"), tag="injective")
 
 
-def _padded(ctx: _Ctx, x: Tensor, pads: Sequence[tuple[int, int]], value: float | Expr) -> Tensor:
+def _padded(ctx: LowerCtx, x: Tensor, pads: Sequence[tuple[int, int]], value: float | Expr) -> Tensor:
     if not any(p for pp in pads for p in pp):
         return x
     return ops.pad(x, [p[0] for p in pads], [p[1] for p in pads], value, name=ctx.name("pad"))
@@ -235,7 +256,7 @@ def _pool_pads(x: Tensor, node: Node) -> tuple[list[tuple[int, int]], tuple[int,
 
 
 @_lower("max_pool2d")
-def _max_pool(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _max_pool(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     x = xs[0]
     pads, _ = _pool_pads(x, node)
     src = _padded(ctx, x, pads, te.min_value(x.dtype))
@@ -246,7 +267,7 @@ def _max_pool(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
 
 @_lower("avg_pool2d")
-def _avg_pool(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _avg_pool(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     x = xs[0]
     pads, (eb, er) = _pool_pads(x, node)
     src = _padded(ctx, x, pads, 0.0)
@@ -274,7 +295,7 @@ def _avg_pool(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
 
 @_lower("global_avg_pool")
-def _global_pool(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _global_pool(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     x = xs[0]
     rh, rw = te.reduce_axis((0, x.shape[1]), "rh"), te.reduce_axis((0, x.shape[2]), "rw")
     inv = const(1.0 / (x.shape[1] * x.shape[2]), x.dtype)
@@ -297,7 +318,7 @@ def _keep(i: Sequence[IterVar], axes: Sequence[int]) -> tuple:
 
 
 @_lower("softmax")
-def _softmax(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _softmax(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     x = xs[0]
     ax = node.attrs["axis"]
     red = _reduced(x.shape, [ax])
@@ -313,7 +334,7 @@ def _softmax(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
 
 @_lower("layer_norm")
-def _layer_norm(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _layer_norm(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     x, gamma, beta = xs
     ax, dtype = node.attrs["axis"], x.dtype
     axes = list(range(ax, x.ndim))
@@ -342,7 +363,7 @@ def _layer_norm(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
 
 @_lower("lrn")
-def _lrn(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _lrn(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     x = xs[0]
     a = node.attrs
     ax, size = a["axis"], a["size"]
@@ -359,7 +380,7 @@ def _lrn(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
 
 @_lower("reduce_mean")
-def _reduce_mean(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _reduce_mean(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     x = xs[0]
     axes, keep = list(node.attrs["axes"]), node.attrs["keepdims"]
     inv = const(1.0 / math.prod(x.shape[d] for d in axes), x.dtype)
@@ -379,23 +400,23 @@ def _reduce_mean(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
 
 @_lower("reshape")
-def _reshape(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _reshape(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     return ops.reshape(xs[0], node.type.shape, name=ctx.name("reshape"))
 
 
 @_lower("transpose")
-def _transpose(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _transpose(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     return ops.transpose(xs[0], node.attrs["perm"], name=ctx.name("transpose"))
 
 
 @_lower("pad")
-def _pad(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _pad(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     a = node.attrs
     return ops.pad(xs[0], a["before"], a["after"], a["value"], name=ctx.name("pad"))
 
 
 @_lower("slice")
-def _slice(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _slice(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     x = xs[0]
     a = node.attrs
     # Normalise begin per axis as python's slice does, so the index is begin + i * step.
@@ -405,7 +426,7 @@ def _slice(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
 
 @_lower("concat")
-def _concat(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
+def _concat(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
     ax = node.attrs["axis"]
     offsets = np.cumsum([0] + [t.shape[ax] for t in xs]).tolist()
 
@@ -425,7 +446,7 @@ def _concat(ctx: _Ctx, node: Node, xs: list[Tensor]) -> Tensor:
 
 def lower_group(group: FusedGroup, graph: Graph) -> LoweredGroup:
     """The group as tensors over placeholders ``p0, p1, ...`` for its inputs (first-use order)."""
-    ctx = _Ctx()
+    ctx = LowerCtx()
     ctx.constants = graph.constants
     env: dict[str, Tensor] = {}
     for value in group.inputs:
@@ -437,7 +458,7 @@ def lower_group(group: FusedGroup, graph: Graph) -> LoweredGroup:
     reads = [i for n in group.nodes for i in n.inputs]
     ctx.read_once = {id(env[v]) for v in group.inputs if reads.count(v) == 1}
     for node in group.nodes:
-        fn = LOWER.get(node.op)
+        fn = LOWER.get(node.op) or OPS[node.op].lower
         if fn is None:
             raise GraphError(f"node {display_name(node.name)}: op {node.op!r} has no tensor-expression "
                              "lowering; it cannot be compiled")

@@ -68,7 +68,7 @@ def test_pools_match_definition():
 
 
 def test_every_op_has_a_kernel_and_a_pattern():
-    assert set(OPS) <= set(KERNELS)
+    assert all(op in KERNELS or d.reference is not None for op, d in OPS.items())
     patterns = {"elemwise", "broadcast", "injective", "reduce", "out_elemwise_fusable", "opaque"}
     assert {op.pattern for op in OPS.values()} <= patterns
 

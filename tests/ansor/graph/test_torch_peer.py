@@ -6,7 +6,7 @@ import torch
 
 import ansor
 from ansor.bench.network_compare import worker
-from ansor.bench.torch_graph import UnsupportedForTorch, to_torch
+from ansor.graph.torch_peer import UnsupportedForTorch, to_torch
 from ansor.graph import GraphBuilder, run
 
 from .test_onnx_light_models import LIGHT
