@@ -25,7 +25,7 @@ def test_every_declared_operator_is_complete_and_imported():
 def test_an_operator_missing_a_part_fails_the_registry_check(part):
     d = OPS["softsign"]
     own = {"OtherSoftsign": d.onnx["Softsign"]}  # an ONNX op type of its own, so only `part` is wrong
-    broken = dataclasses.replace(d, name="broken", onnx=own, **{part: {} if part == "onnx" else None})
+    broken = dataclasses.replace(d, name="broken", **{"onnx": own, part: {} if part == "onnx" else None})
     with pytest.raises(ImportError, match=f"broken has no {part}"):
         check_registry({**OPS, "broken": broken})
 
