@@ -1,6 +1,6 @@
 """A network graph as an ONNX model: to run a zoo network (or any graph) in onnxruntime and elsewhere.
 
-``export_onnx(graph, path)`` writes an ONNX model (opset 17) computing what the graph does, with
+``export_onnx(graph, path)`` writes an ONNX model (opset ``OPSET``) computing what the graph does, with
 the graph's inputs and outputs in the IR's own layout (NHWC images), so the same arrays feed both.
 Inside, images are NCHW, ONNX's layout for Conv and the pools: an NHWC image crosses to NCHW once
 (a Transpose) where it first meets an image op, and stays NCHW through the elementwise ops,
@@ -25,7 +25,7 @@ import numpy as np
 
 from .ir import OPS, Graph, GraphError, Node, display_name
 
-OPSET = 17
+OPSET = 20  # Gelu is opset 20; reductions take their axes as an input from 18
 _TO_NCHW = (0, 3, 1, 2)
 _TO_NHWC = (0, 2, 3, 1)
 _NHWC_AXIS_TO_NCHW = (0, 2, 3, 1)  # IR axis a of an image is NCHW axis _NHWC_AXIS_TO_NCHW[a]
@@ -287,7 +287,7 @@ _OPS: dict[str, Any] = {
     "batch_norm": _batch_norm, "lrn": _lrn, "concat": _concat, "dense": _dense, "matmul": _matmul,
     "softmax": plain_export(lambda e, n, xs: e.node("Softmax", xs, axis=n.attrs["axis"])),
     "layer_norm": plain_export(_layer_norm),
-    "reduce_mean": plain_export(lambda e, n, xs: e.node("ReduceMean", xs, axes=list(n.attrs["axes"]),
+    "reduce_mean": plain_export(lambda e, n, xs: e.node("ReduceMean", [*xs, _ints(e, n.attrs["axes"])],
                                                      keepdims=int(n.attrs["keepdims"]))),
     "reshape": plain_export(lambda e, n, xs: e.node("Reshape", [xs[0], _ints(e, n.type.shape)])),
     "transpose": plain_export(lambda e, n, xs: e.node("Transpose", xs, perm=list(n.attrs["perm"]))),
