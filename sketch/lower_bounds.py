@@ -246,7 +246,13 @@ class StageBounds:
             off_max = max(const_upper(hi - ref, self.var_range) for hi in his[d])
             lo = ref + off_min
             root_min.append(lo)
-            region.append(max(1, min(off_max - off_min + 1, op.shape[d])))
+            span = off_max - off_min + 1
+            # A region wider than the tensor may be cut to the tensor's extent only when it never
+            # starts before 0: then [lo, lo + extent) still holds every in-range coordinate read.
+            # Starting before 0 (the reads of a padded consumer), the cut would drop the last ones.
+            if span > op.shape[d] and -const_upper(-lo, self.var_range) >= 0:
+                span = op.shape[d]
+            region.append(max(1, span))
         return root_min, region
 
     def _inside(self, rc: StageCtx, fixed_ids: set[int], reader: int, k: int) -> bool:

@@ -38,3 +38,11 @@ def test_random_schedules_per_op(case):
 @given(case=st.sampled_from(CASES), seed=st.integers(0, 10**6), n_steps=st.integers(1, 25))
 def test_random_schedules_property(case, seed, n_steps):
     _check(case, seed, n_steps)
+
+
+def test_pack_read_by_a_padded_consumer_covers_every_row():
+    # Found by the property test: the pack of `data` computed inside the padding stage of a max
+    # pool read rows -1..17 of a 17-wide tensor; its buffer was cut to 17 rows from -1, so the
+    # reads of row 16 went past it (a wrong result, and an out-of-bounds read).
+    case = next(c for c in CASES if c.id.startswith("max_pool2d_k3_s1_p1_17"))
+    _check(case, 41114, 9)
