@@ -88,7 +88,7 @@ def broadcast_lower(body: Callable[..., Any]) -> Callable[[LowerCtx, Any, list[T
     return lower
 
 
-def broadcast_infer(name: str, arity: int, dtype_rule: Callable[[Sequence[TensorType]], str],
+def broadcast_infer(name: str, dtype_rule: Callable[[Sequence[TensorType]], str],
                     attrs: AttrRule | None = None):
     """The type rule of a broadcasting op: numpy broadcasting of all inputs' shapes; the output
     dtype (and the inputs' checks) from ``dtype_rule``; attributes from ``attrs``."""
