@@ -62,3 +62,22 @@ def test_prelu_slope_must_broadcast_to_x():
     model = model_of([helper.make_node("PRelu", ["x", "s"], ["y"])], {"x": rand(1, 7)}, {"s": rand(3, 7)})
     with pytest.raises(OnnxImportError, match=r"PRelu.*slope|slope.*PRelu|PRelu.*broadcast"):
         from_onnx(model)
+
+
+def test_prelu_fuses_into_a_blocked_convolution():
+    # a per-channel PRelu is elementwise with a constant: it follows a conv into NCHW{x}c
+    from ansor.graph.layouts import NHWC, blocked, why_not
+    from ansor.graph.plan import plan_network
+    from measure.target import host_hardware_params
+
+    c = 2 * host_hardware_params().vector_lanes
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("PRelu", ["c", "s"], ["y"])]
+    x = rand(1, c, 5, 5)
+    g = from_onnx(model_of(nodes, {"x": x}, {"w": rand(c, c, 3, 3, seed=1), "s": rand(c, 1, 1, seed=2)}))
+    groups = plan_network(g).groups
+    lays = [blocked(c // 2) if grp.group.nodes[0].op == "conv2d" else NHWC for grp in groups]
+    assert [[n.op for n in grp.group.nodes] for grp, lay in zip(groups, lays) if lay != NHWC] == [["conv2d", "prelu"]]
+    assert all(why_not(grp.group, g, lay) is None for grp, lay in zip(groups, lays))
+    got = ansor.compile_network(g, layouts=lays, verbose=False).run({"x": x})["y"]
+    np.testing.assert_allclose(got, run(g, {"x": x})["y"], rtol=1e-5, atol=1e-5)

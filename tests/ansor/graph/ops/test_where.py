@@ -43,3 +43,11 @@ def test_greater_where_leaky_relu_after_convolution():
     counts = g.op_counts()
     assert counts.get("greater") == 1 and counts.get("where") == 1 and counts.get("leaky_relu") == 1
     assert counts.get("transpose") == 2  # the image stays NHWC through all three
+
+
+def test_where_bool_input_condition_meets_nhwc_image():
+    # the 4-D bool input is transposed to NHWC to meet the convolution's image
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
+             helper.make_node("Where", ["m", "c", "zero"], ["y"])]
+    m = np.random.default_rng(5).random((2, 5, 6, 4)) < 0.5
+    check_everywhere(nodes, {"x": rand(2, 3, 6, 4), "m": m}, {"w": rand(5, 3, 1, 1, seed=1), "zero": np.zeros(1, np.float32)})
