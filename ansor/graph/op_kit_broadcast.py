@@ -33,6 +33,9 @@ def broadcast_import(op: str, onnx_attrs: Callable[[Mapping[str, Any]], dict[str
         names, out = list(node.input), node.output[0]
         if not all(names):
             raise imp.err(node, "an input is left out")
+        if imp.opset < 7 and given.get("broadcast", 0):
+            # before opset 7 broadcasting aligned ``axis``, not the trailing dimensions
+            raise imp.err(node, "legacy broadcast (opset < 7, broadcast=1) is not supported")
         vals = [imp.val(n) for n in names]
         try:
             shape = tuple(np.broadcast_shapes(*(v.shape for v in vals)))

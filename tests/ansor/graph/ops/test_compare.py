@@ -5,8 +5,11 @@ import numpy as np
 import pytest
 from onnx import helper
 
+from ansor.frontend import from_onnx
+from ansor.frontend.onnx import OnnxImportError
+
 from ..onnx_util import rand
-from ..op_check import check_everywhere
+from ..op_check import check_everywhere, model_of
 
 OPS = ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"]
 GRAPH_OP = {"Equal": "equal", "Less": "less", "LessOrEqual": "less_equal", "Greater": "greater",
@@ -55,3 +58,10 @@ def test_causal_mask_from_range_is_folded():
     g = check_everywhere(nodes, {"x": rand(2, 5, 5, low=-4, high=4)}, inits)
     counts = g.op_counts()
     assert "less_equal" not in counts and counts.get("where") == 1
+
+
+def test_legacy_broadcast_before_opset_7_is_refused():
+    node = helper.make_node("Greater", ["a", "b"], ["y"], broadcast=1, axis=0)
+    model = model_of([node], {"a": rand(5, 3), "b": rand(5, seed=1)}, opset=6, out_dtypes={"y": "bool"})
+    with pytest.raises(OnnxImportError, match=r"\(Greater\): legacy broadcast"):
+        from_onnx(model)
