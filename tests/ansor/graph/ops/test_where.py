@@ -51,3 +51,11 @@ def test_where_bool_input_condition_meets_nhwc_image():
              helper.make_node("Where", ["m", "c", "zero"], ["y"])]
     m = np.random.default_rng(5).random((2, 5, 6, 4)) < 0.5
     check_everywhere(nodes, {"x": rand(2, 3, 6, 4), "m": m}, {"w": rand(5, 3, 1, 1, seed=1), "zero": np.zeros(1, np.float32)})
+
+
+def test_scalars():
+    # 0-d values all the way (the PyTorch peer once got them as [1])
+    a, b = np.array(0.5, np.float32), np.array(-1.25, np.float32)
+    nodes = [helper.make_node("Greater", ["a", "b"], ["g"]), helper.make_node("Mod", ["a", "b"], ["m"], fmod=1),
+             helper.make_node("Where", ["g", "m", "b"], ["y"])]
+    check_everywhere(nodes, {"a": a, "b": b})
