@@ -86,10 +86,18 @@ def _clamp01(v: Expr) -> Expr:
     return te.max(te.min(v, _c(v, 1.0)), _c(v, 0.0))
 
 
+def _leaky_relu(v: Expr, alpha: float) -> Expr:
+    """max(v, 0) + alpha * min(v, 0) is exact (one side is 0) and, unlike a select whose arms
+    read v, needs no masked loads in vector code; an infinite alpha would make inf * 0 = NaN."""
+    if not np.isfinite(alpha):
+        return te.if_then_else(v < _c(v, 0.0), v * _c(v, alpha), v)
+    return te.max(v, _c(v, 0.0)) + _c(v, alpha) * te.min(v, _c(v, 0.0))
+
+
 LEAKY_RELU = elementwise_unary(
     "leaky_relu",
     reference=lambda x, alpha: np.where(x < 0, x * np.float64(alpha), x),
-    expr=lambda v, n: te.if_then_else(v < _c(v, 0.0), v * _c(v, n.attrs["alpha"]), v),
+    expr=lambda v, n: _leaky_relu(v, n.attrs["alpha"]),
     onnx_type="LeakyRelu", onnx_attrs=_onnx_floats("alpha"),
     attrs=_float_attrs("leaky_relu", alpha=0.01),
     torch=lambda r, n, t: r.F.leaky_relu(t, n.attrs["alpha"]),
