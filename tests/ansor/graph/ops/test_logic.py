@@ -37,3 +37,13 @@ def test_logic_of_comparisons_after_convolution():
              "flag": np.array([True, False, True, True, False]).reshape(5, 1, 1)}
     g = check_everywhere(nodes, {"x": rand(2, 3, 7, 5)}, inits, out_dtypes={"y": "bool"})
     assert g.op_counts().get("transpose") == 2  # in at the input, out at the output
+
+
+def test_logic_of_constants_is_folded():
+    nodes = [helper.make_node("And", ["a", "b"], ["ab"]), helper.make_node("Xor", ["ab", "b"], ["x1"]),
+             helper.make_node("Or", ["x1", "a"], ["o"]), helper.make_node("Not", ["o"], ["m"]),
+             helper.make_node("Where", ["m", "x", "zero"], ["y"])]
+    inits = {"a": np.array([True, False, False, True, False]), "b": np.array([True, True, False, False, True]),
+             "zero": np.zeros(1, np.float32)}
+    g = check_everywhere(nodes, {"x": rand(3, 5)}, inits)
+    assert set(g.op_counts()) == {"where"}

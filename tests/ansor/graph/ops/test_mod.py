@@ -54,3 +54,11 @@ def test_mod_float_with_fmod_0_is_refused():
     model = model_of([helper.make_node("Mod", ["a", "b"], ["y"])], {"a": rand(3, 4), "b": rand(3, 4, seed=1)})
     with pytest.raises(OnnxImportError, match=r"\(Mod\).*fmod=0"):
         from_onnx(model)
+
+
+def test_integer_mod_of_constants_by_zero_is_refused():
+    nodes = [helper.make_node("Mod", ["c", "d"], ["m"]), helper.make_node("Add", ["x", "m"], ["y"])]
+    model = model_of(nodes, {"x": np.zeros(2, np.int64)}, {"c": np.array([3, 4], np.int64), "d": np.array([2, 0], np.int64)},
+                     out_dtypes={"y": "int64"})
+    with pytest.raises(OnnxImportError, match=r"\(Mod\): integer Mod by zero"):
+        from_onnx(model)
