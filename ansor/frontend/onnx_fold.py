@@ -279,10 +279,13 @@ def _f_identity(imp, node, attrs, args):
 
 
 _NP_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": None, "Pow": np.power,
-              "Max": np.maximum, "Min": np.minimum, "Equal": np.equal, "Less": np.less, "Greater": np.greater}
+              "Max": np.maximum, "Min": np.minimum, "Equal": np.equal, "Less": np.less, "Greater": np.greater,
+              "LessOrEqual": np.less_equal, "GreaterOrEqual": np.greater_equal, "And": np.logical_and,
+              "Or": np.logical_or, "Xor": np.logical_xor}
 
 
-@_folds("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Equal", "Less", "Greater")
+@_folds("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Equal", "Less", "Greater", "LessOrEqual",
+        "GreaterOrEqual", "And", "Or", "Xor")
 def _f_binary(imp, node, attrs, args):
     # Broadcasting [1, N] with [N, 1] makes N * N elements from 2 * N: check before numpy does.
     check_fold(imp, node, np.broadcast_shapes(*(x.shape for x in args)), max(x.itemsize for x in args), args)
@@ -297,6 +300,23 @@ def _f_binary(imp, node, attrs, args):
         return [np.asarray(out, dtype=a.dtype)]
     out = _NP_BINARY[node.op_type](a, b)
     return [np.asarray(out) if out.dtype == bool else np.asarray(out, dtype=a.dtype)]
+
+
+@_folds("Mod")
+def _f_mod(imp, node, attrs, args):
+    a, b = args
+    check_fold(imp, node, np.broadcast_shapes(a.shape, b.shape), max(a.itemsize, b.itemsize), args)
+    fmod = int(attrs.get("fmod", 0))
+    if fmod == 0 and a.dtype.kind == "f":
+        raise imp.err(node, "fmod=0 (floor modulo) is for integers; float inputs need fmod=1")
+    if a.dtype.kind in "iu" and not np.all(b):
+        raise imp.err(node, "integer Mod by zero")
+    return [np.asarray(np.fmod(a, b) if fmod else np.mod(a, b), dtype=a.dtype)]
+
+
+@_folds("Not")
+def _f_not(imp, node, attrs, args):
+    return [np.logical_not(args[0])]
 
 
 @_folds("Sqrt", "Neg", "Relu", "Exp", "Tanh", "Sigmoid")

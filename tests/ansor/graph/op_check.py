@@ -70,7 +70,7 @@ def check_everywhere(nodes: Sequence, inputs: Mapping[str, np.ndarray],
     for name, e, w in zip(outputs, exported, want):
         _close(e, w, rtol, f"exported model in onnxruntime, output {name}")
     with torch.inference_mode():
-        peer = to_torch(graph)(*[torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in graph.inputs])
+        peer = to_torch(graph)(*[torch.from_numpy(np.require(feeds[n], requirements="C")) for n in graph.inputs])
     for name, p, w in zip(outputs, peer, want):
         _close(p.numpy(), w, rtol, f"PyTorch peer, output {name}")
     return graph
