@@ -48,7 +48,7 @@ def test_split_channels_of_a_convolution_stays_nhwc():
 
 
 @pytest.mark.parametrize("opset, attrs, inits, message", [
-    (13, {}, {"s": np.array([4, 4], np.int64)}, r"the sum of 'split' \(8\)"),
+    (13, {}, {"s": np.array([4, 4], np.int64)}, r"Mismatch between the sum of 'split' \(8\)"),
     (18, {"num_outputs": 5}, {}, r"num_outputs 5 must equal the number of outputs \(2\)")])
 def test_split_bad_sizes_name_the_node(opset, attrs, inits, message):
     model = model_of([helper.make_node("Split", ["x", *inits], ["a", "b"], axis=1, name="sp", **attrs)],
