@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from compute import te
-from compute.expr import Expr, const
+from compute.expr import Expr, cast, const
 
 from ..ir_types import GraphError, TensorType
 from ..onnx_export import Exporter
@@ -53,6 +53,8 @@ def _reference(data: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
 def _safe_index(v: Expr, n: int) -> Expr:
     # clamp then floormod: interval arithmetic proves the result in [0, n), so the bounds
     # analysis (compute/access_bounds.py) needs no data to accept the read
+    if n > (1 << 31) - 1 and v.dtype != "int64":  # the bounds below must fit the index's dtype
+        v = cast(v, "int64")
     d = v.dtype
     return te.floormod(te.min(te.max(v, const(-n, d)), const(n - 1, d)), const(n, d))
 
