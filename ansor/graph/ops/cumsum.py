@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from compute import te
-from compute.expr import const
 
 from ..ir_types import GraphError, TensorType
 from ..onnx_export import Exporter, plain_export

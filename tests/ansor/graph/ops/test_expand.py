@@ -9,7 +9,7 @@ from ansor.frontend import from_onnx
 from ansor.frontend.onnx import OnnxImportError
 
 from ..onnx_util import rand
-from ..op_check import check_everywhere, model_of
+from ..op_check import check_everywhere
 
 
 def test_expand_to_higher_rank():
