@@ -95,9 +95,8 @@ def split_sizes(n: int, outputs: int, given: Sequence[int] | None, num_outputs: 
     return [n // outputs] * outputs
 
 
-def _import(imp: Any, node: Any, attrs: dict[str, Any]) -> None:
-    src = node.input[0]
-    shape = imp.val(src).shape
+def onnx_split(imp: Any, node: Any, attrs: dict[str, Any], shape: Sequence[int]) -> tuple[int, list[int]]:
+    """An ONNX Split node's axis and parts' sizes (the import rule's and the constant fold (frontend/onnx_fold.py)'s)."""
     axis = norm_axis(attrs.get("axis", 0), len(shape), "Split axis")
     if imp.opset < 13:
         given = attrs.get("split")
@@ -105,7 +104,13 @@ def _import(imp: Any, node: Any, attrs: dict[str, Any]) -> None:
         arr = imp.const_of(node, 1, "split")
         given = None if arr is None else arr.reshape(-1).tolist()
     num = attrs.get("num_outputs") if imp.opset >= 18 else None
-    sizes = split_sizes(shape[axis], len(node.output), given, num)
+    return axis, split_sizes(shape[axis], len(node.output), given, num)
+
+
+def _import(imp: Any, node: Any, attrs: dict[str, Any]) -> None:
+    src = node.input[0]
+    shape = imp.val(src).shape
+    axis, sizes = onnx_split(imp, node, attrs, shape)
     nhwc = len(shape) == 4 and imp.is_nhwc(src)
     x = imp.nhwc(src) if nhwc else imp.plain(src)
     ir_axis = _NCHW_AXIS_IN_NHWC[axis] if nhwc else axis

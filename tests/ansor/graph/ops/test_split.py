@@ -55,3 +55,14 @@ def test_split_bad_sizes_name_the_node(opset, attrs, inits, message):
                      {"x": rand(2, 9)}, inits, outputs=("a", "b"), opset=opset)
     with pytest.raises(OnnxImportError, match=r"node sp \(Split\): " + message):
         from_onnx(model)
+
+
+def test_split_of_a_shape_is_folded_and_feeds_a_reshape():
+    # Shape -> Split -> Concat -> Reshape: the split parts must stay constants for the Reshape
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Split", ["s", "k"], ["lead", "rest"]),
+             helper.make_node("Concat", ["lead", "m1"], ["t"], axis=0),
+             helper.make_node("Reshape", ["x", "t"], ["y"])]
+    g = check_everywhere(nodes, {"x": rand(2, 3, 5)}, {"k": np.array([1, 2], np.int64), "m1": np.array([-1], np.int64)},
+                         opset=13)
+    assert g.op_counts() == {"reshape": 1}

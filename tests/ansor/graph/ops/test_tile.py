@@ -18,3 +18,9 @@ def test_tile_int64_between_adds():
     nodes = [helper.make_node("Add", ["x", "x"], ["r"]), helper.make_node("Tile", ["r", "n"], ["t"]),
              helper.make_node("Add", ["t", "t"], ["y"])]
     check_everywhere(nodes, {"x": x}, {"n": np.array([2, 3], np.int64)}, out_dtypes={"y": "int64"})
+
+
+def test_constant_tile_is_folded():
+    nodes = [helper.make_node("Tile", ["c", "n"], ["t"]), helper.make_node("Add", ["x", "t"], ["y"])]
+    g = check_everywhere(nodes, {"x": rand(4, 6)}, {"c": rand(2, 3, seed=1), "n": np.array([2, 2], np.int64)})
+    assert g.op_counts() == {"add": 1}
