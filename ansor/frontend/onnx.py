@@ -55,7 +55,7 @@ for _def in OPS.values():
         _HANDLERS[_op_type] = _rule
 # Shape is constant for any input (shapes are static): fold it even when its input is not.
 _HANDLERS["Shape"] = lambda imp, node, attrs: imp.set_const(node.output[0], _FOLD["Shape"](imp, node, attrs, [])[0])
-# An op that can only be folded (Gather, ConstantOfShape, ...) is an error on non-constant inputs.
+# An op that can only be folded (ConstantOfShape, Range, ...) is an error on non-constant inputs.
 for _op in _FOLD:
     _HANDLERS.setdefault(_op, _const_only)
 

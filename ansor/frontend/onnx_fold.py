@@ -19,6 +19,7 @@ import onnx
 from onnx import numpy_helper
 
 from ..graph.ir import display_name
+from ..graph.ops.split import onnx_split
 from compute.errors import InputError
 from compute.memory import check_bytes, nbytes_of
 
@@ -355,3 +356,19 @@ def _f_expand(imp, node, attrs, args):
 def _f_where(imp, node, attrs, args):
     check_fold(imp, node, np.broadcast_shapes(*(x.shape for x in args)), max(x.itemsize for x in args[1:]), args)
     return [np.where(args[0], args[1], args[2])]
+
+
+@_folds("Split")
+def _f_split(imp, node, attrs, args):
+    # A Split of a shape (tf2onnx's Shape -> Split -> Concat -> Reshape) must stay constant.
+    axis, sizes = onnx_split(imp, node, attrs, args[0].shape)
+    return np.split(args[0], np.cumsum(sizes)[:-1].tolist(), axis=axis)
+
+
+@_folds("Tile")
+def _f_tile(imp, node, attrs, args):
+    reps = [int(r) for r in args[1].reshape(-1)]
+    if len(reps) != args[0].ndim or any(r < 0 for r in reps):
+        raise imp.err(node, f"repeats {reps} must be one count >= 0 per axis of the input (rank {args[0].ndim})")
+    check_fold(imp, node, [d * r for d, r in zip(args[0].shape, reps)], args[0].itemsize, args)
+    return [np.tile(args[0], reps)]

@@ -53,7 +53,9 @@ class Exporter:
 
     def init(self, arr: np.ndarray, prefix: str = "w") -> str:
         name = self.fresh(prefix)
-        self.inits.append(self.numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        # np.require, not np.ascontiguousarray: the latter makes a 0-d array 1-d (a scalar
+        # Gather index would then add an axis)
+        self.inits.append(self.numpy_helper.from_array(np.require(arr, requirements="C"), name))
         return name
 
     def node(self, op: str, inputs: list[str], **attrs: Any) -> str:
