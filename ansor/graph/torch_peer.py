@@ -73,7 +73,7 @@ class Runner:
         torch = _torch()
         self.torch, self.F = torch, torch.nn.functional
         self.graph = graph
-        self.consts = {n: torch.from_numpy(np.require(a, requirements="C")) for n, a in graph.constants.items()}
+        self.consts = {n: torch.from_numpy(np.require(a, requirements=["C", "W"])) for n, a in graph.constants.items()}
         self.conv_w: dict[str, Any] = {}
         for node in graph.nodes:
             if node.op not in _OPS and OPS[node.op].torch is None:
