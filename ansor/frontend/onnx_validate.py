@@ -25,6 +25,10 @@ from .onnx_fold import OnnxImportError
 # Reshape's target shape, a Pad's pads are read from them); larger ones are weights whose shape
 # is all inference needs.
 _KEEP_INIT_BYTES = 1 << 16
+# Ops whose schema this onnx package calls deprecated but onnxruntime still runs, as models in
+# the wild use them: GroupNormalization-18 (scale and bias per group; opset 21 made them per
+# channel, and the importer reads either by the model's opset).
+_DEPRECATED_BUT_RUN = frozenset({"GroupNormalization"})
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:
@@ -81,6 +85,8 @@ def _check_nodes(model: onnx.ModelProto, where: str) -> None:
         try:
             checker.check_node(node, ctx, scope)
         except Exception as e:  # noqa: BLE001 - ValidationError and the C++ layer's own errors
+            if node.op_type in _DEPRECATED_BUT_RUN and "is deprecated" in str(e):
+                continue
             raise OnnxImportError(f"{where}: node {display_name(node_label(node, i))} ({node.op_type}): "
                                   f"{_first_line(e)}") from None
 
