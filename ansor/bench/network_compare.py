@@ -38,11 +38,12 @@ MAX_REL_ERROR = 1e-3
 
 
 def load_graph(model: str, options: dict | None = None) -> Any:
-    """A zoo network (``ansor.networks`` name, ``options`` its keyword arguments) or an ONNX file."""
+    """A zoo network (``ansor.networks`` name) or an ONNX file; ``options``: its keyword
+    arguments (``networks.get``'s, or ``from_onnx``'s ``shape``/``batch``)."""
     from ansor import frontend, networks  # noqa: PLC0415 - the frontend imports onnx lazily itself
 
     if model.endswith(".onnx"):
-        return frontend.from_onnx(model)
+        return frontend.from_onnx(model, **(options or {}))
     return networks.get(model, **(options or {}))
 
 
@@ -117,10 +118,13 @@ def compare_network(model: str, options: dict | None = None, systems: Sequence[s
     """Median seconds per inference of each system over ``rounds`` alternating fresh-process
     rounds: ``{system: {"seconds": median or None, "rounds": [...], "error": str (if any)}}``."""
     from ansor.graph import run as reference_run  # noqa: PLC0415 - keeps the worker import light
+    from ansor.graph.ir_types import numpy_dtype  # noqa: PLC0415 - as above
 
     graph = load_graph(model, options)
     rng = np.random.default_rng(0)
-    feeds = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in graph.inputs.items()}
+    # In the dtype callers give (float16 for a half-precision model: onnxruntime takes only that).
+    feeds = {n: rng.standard_normal(t.shape).astype(numpy_dtype(graph.boundary_dtype(n)))
+             for n, t in graph.inputs.items()}
     ref = reference_run(graph, feeds)
     out: dict[str, dict] = {s: {"rounds": [], "seconds": None} for s in systems}
     with tempfile.TemporaryDirectory(prefix="ansor-net-") as tmp:
