@@ -144,3 +144,20 @@ def test_tune_a_dynamic_batch_model_with_shape(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "measured latency of the compiled network" in out
     assert log.is_file() and log.read_text().count("\n") >= 1
+
+
+def test_run_a_float16_model_with_a_dynamic_batch(tmp_path, capsys):
+    """``network run`` feeds a half-precision model float16 arrays (through the module's
+    boundary) and checks it against the numpy reference."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float16), "w")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["batch", 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["batch", 4, 6, 6])
+    model = helper.make_model(helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"]),
+                                                 helper.make_node("Relu", ["c"], ["y"])], "half", [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    path = str(tmp_path / "half.onnx")
+    onnx.save(model, path)
+    assert ansor_main(["network", "run", path, "--batch", "2", "--rounds", "0"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "max error against the numpy reference (relative to the largest output): 0.00e+00" in out
