@@ -160,4 +160,5 @@ def test_run_a_float16_model_with_a_dynamic_batch(tmp_path, capsys):
     onnx.save(model, path)
     assert ansor_main(["network", "run", path, "--batch", "2", "--rounds", "0"]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
-    assert "max error against the numpy reference (relative to the largest output): 0.00e+00" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("max error against the numpy reference"))
+    assert float(line.rsplit(" ", 1)[1]) < 1e-3, line  # both round the same float32 values to float16
