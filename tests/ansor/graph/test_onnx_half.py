@@ -210,3 +210,18 @@ def test_io_dtypes_are_checked_on_the_graph():
         b.build(b.add_node("identity", [x], {}, "y"), {"x": "float16"})
     with pytest.raises(GraphError, match=r"io_dtypes: nope is not a graph input or output"):
         b.build(b.add_node("identity", [x], {}, "y2"), {"nope": "float16"})
+
+
+def test_onnx_export_keeps_the_boundary():
+    """The exported model takes and gives float16 as the original did (Casts at the boundary)."""
+    from ansor.graph import to_onnx
+
+    rng = np.random.default_rng(6)
+    model = _conv_net(T.FLOAT16, _weights(rng, np.float16))
+    g = from_onnx(model)
+    exported = to_onnx(g)
+    assert exported.graph.input[0].type.tensor_type.elem_type == T.FLOAT16
+    assert exported.graph.output[0].type.tensor_type.elem_type == T.FLOAT16
+    x = rng.standard_normal((2, 3, 9, 7)).astype(np.float16)
+    got = _ort(exported, {"input_0": x})[0]
+    assert got.dtype == np.float16 and _rel(got, run(g, {"x": x})["y"]) < 1e-3
