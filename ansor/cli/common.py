@@ -92,7 +92,7 @@ def parse_shapes(values: Sequence[str] | None) -> dict[str, tuple[int, ...]] | t
         for part in parts:
             p = part.strip()
             if not p.isdigit() or not 1 <= int(p) <= MAX_SHAPE_DIM:
-                raise InputError(f"--shape {text}: dimension {part!r} is not a positive integer "
+                raise InputError(f"--shape {text}: dimension {part!r} is not an integer in [1, {MAX_SHAPE_DIM}] "
                                  f"(DIMS is like 1x3x224x224)")
             dims.append(int(p))
         if not sep:

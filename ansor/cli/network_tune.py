@@ -87,6 +87,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.log is None:
         args.log = default_log(args.model)
     g = load_model(args)
+    from ansor.graph.memory_plan import check_graph_memory  # noqa: PLC0415 - start-up time
+
+    check_graph_memory(g)  # a huge --shape: one line before any work, as compile_network says it
     rewrite = not getattr(args, "no_layout_rewrite", False)
     # Fused and lowered once: the tasks, the layout choice and the final compile all read it.
     plan = plan_network(g, layout_rewrite=rewrite)

@@ -76,11 +76,12 @@ def test_batch_of_a_zoo_network(capsys):
 
 @pytest.mark.parametrize("argv, words", [
     (["--shape", "inpt=1x3x16x16"], "--shape names unknown input(s) inpt; inputs: input"),
-    (["--shape", "input=0x3x16x16"], "--shape input=0x3x16x16: dimension '0' is not a positive integer"),
-    (["--shape", "input=-1x3x16x16"], "dimension '-1' is not a positive integer"),
-    (["--shape", "input=1.5x3x16x16"], "dimension '1.5' is not a positive integer"),
-    (["--shape", "input=ax3x16x16"], "dimension 'a' is not a positive integer"),
-    (["--shape", "input="], "dimension '' is not a positive integer"),
+    (["--shape", "input=0x3x16x16"], "--shape input=0x3x16x16: dimension '0' is not an integer in [1, 2147483647]"),
+    (["--shape", "input=-1x3x16x16"], "dimension '-1' is not an integer in [1, 2147483647]"),
+    (["--shape", "input=1.5x3x16x16"], "dimension '1.5' is not an integer in [1, 2147483647]"),
+    (["--shape", "input=ax3x16x16"], "dimension 'a' is not an integer in [1, 2147483647]"),
+    (["--shape", "input="], "dimension '' is not an integer in [1, 2147483647]"),
+    (["--shape", "input=99999999999x3x16x16"], "dimension '99999999999' is not an integer in [1, 2147483647]"),
     (["--shape", "=1x3x16x16"], "the input name before '=' is empty"),
     (["--shape", "input=1x3x16"], "--shape gives 1x3x16 for input input, which the model declares as "
                                   "['batch', 3, 16, 16] (rank 3, the model's is 4)"),
@@ -116,6 +117,15 @@ def test_batch_against_a_fixed_batch(tmp_path, capsys):
     err = _one_line_exit_2(["network", "tasks", path, "--batch", "4"], capsys)
     assert "--batch 4: no input has a dynamic first dimension, and input x's is 1: the model's batch is fixed" in err
     assert ansor_main(["network", "tasks", path, "--batch", "1"]) == 0  # what the model says: fine
+
+
+def test_a_huge_shape_is_refused_before_tuning(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    path = _tiny_dynamic(tmp_path / "tiny.onnx")
+    err = _one_line_exit_2(["network", "tune", path, "--shape", "input=2147483647x3x16x16", "--trials", "1"],
+                           capsys)
+    assert "graph tiny: tensor" in err and "2147483647" in err and "of memory available" in err
+    assert not (tmp_path / "tiny.json").exists()  # nothing tuned, no log
 
 
 def test_shape_is_for_onnx_files(capsys):
