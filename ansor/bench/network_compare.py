@@ -37,12 +37,20 @@ SYSTEMS = ("ansor", "onnxruntime", "torch")
 MAX_REL_ERROR = 1e-3
 
 
+def is_onnx_file(model: str) -> bool:
+    """MODEL names an ONNX file: ends with .onnx, or is an existing file not named like a zoo
+    network (as the command line decides: ``ansor.cli.common``)."""
+    from ansor import networks  # noqa: PLC0415 - as below
+
+    return model.endswith(".onnx") or (model not in networks.list_networks() and os.path.isfile(model))
+
+
 def load_graph(model: str, options: dict | None = None) -> Any:
     """A zoo network (``ansor.networks`` name) or an ONNX file; ``options``: its keyword
     arguments (``networks.get``'s, or ``from_onnx``'s ``shape``/``batch``)."""
     from ansor import frontend, networks  # noqa: PLC0415 - the frontend imports onnx lazily itself
 
-    if model.endswith(".onnx"):
+    if is_onnx_file(model):
         return frontend.from_onnx(model, **(options or {}))
     return networks.get(model, **(options or {}))
 
@@ -142,8 +150,8 @@ def compare_network(model: str, options: dict | None = None, systems: Sequence[s
         np.savez(data, **{f"in{i}": v.astype(wide.get(str(v.dtype), v.dtype)) for i, v in enumerate(feeds.values())},
                  **{f"out{i}": ref[o].astype(wide.get(str(ref[o].dtype), ref[o].dtype))
                     for i, o in enumerate(graph.outputs)})
-        onnx_path = model if model.endswith(".onnx") else str(Path(tmp) / "model.onnx")
-        if "onnxruntime" in systems and not model.endswith(".onnx"):
+        onnx_path = model if is_onnx_file(model) else str(Path(tmp) / "model.onnx")
+        if "onnxruntime" in systems and not is_onnx_file(model):
             try:
                 from ansor.graph.onnx_export import export_onnx  # noqa: PLC0415 - needs onnx
 

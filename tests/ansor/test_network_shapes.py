@@ -156,9 +156,7 @@ def test_tune_a_dynamic_batch_model_with_shape(tmp_path, monkeypatch, capsys):
     assert log.is_file() and log.read_text().count("\n") >= 1
 
 
-def test_run_a_float16_model_with_a_dynamic_batch(tmp_path, capsys):
-    """``network run`` feeds a half-precision model float16 arrays (through the module's
-    boundary) and checks it against the numpy reference."""
+def _half_model(path) -> str:
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float16), "w")
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["batch", 3, 8, 8])
@@ -166,9 +164,27 @@ def test_run_a_float16_model_with_a_dynamic_batch(tmp_path, capsys):
     model = helper.make_model(helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"]),
                                                  helper.make_node("Relu", ["c"], ["y"])], "half", [x], [y], [w]),
                               opset_imports=[helper.make_opsetid("", 17)])
-    path = str(tmp_path / "half.onnx")
-    onnx.save(model, path)
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def test_run_a_float16_model_with_a_dynamic_batch(tmp_path, capsys):
+    """``network run`` feeds a half-precision model float16 arrays (through the module's
+    boundary) and checks it against the numpy reference."""
+    path = _half_model(tmp_path / "half.onnx")
     assert ansor_main(["network", "run", path, "--batch", "2", "--rounds", "0"]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.startswith("max error against the numpy reference"))
     assert float(line.rsplit(" ", 1)[1]) < 1e-3, line  # both round the same float32 values to float16
+
+
+@pytest.mark.slow
+def test_compare_a_float16_model_with_its_peers(tmp_path, capsys):
+    """The peers' fresh processes size the model with the same --batch, feed onnxruntime float16
+    and PyTorch float32 (the graph's own dtype): every row has a latency."""
+    path = _half_model(tmp_path / "half.onnx")
+    assert ansor_main(["network", "run", path, "--batch", "2", "--rounds", "1"]) == 0, capsys.readouterr().err
+    rows = {ln.split("|")[1].strip(): ln.split("|")[2].strip() for ln in capsys.readouterr().out.splitlines()
+            if ln.startswith("| ")}
+    for system in ("ansor", "onnxruntime", "torch"):
+        assert float(rows[system]) > 0, rows
