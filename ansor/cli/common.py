@@ -91,7 +91,7 @@ def parse_shapes(values: Sequence[str] | None) -> dict[str, tuple[int, ...]] | t
         dims = []
         for part in parts:
             p = part.strip()
-            if not p.isdigit() or not 1 <= int(p) <= MAX_SHAPE_DIM:
+            if not (p.isascii() and p.isdigit()) or not 1 <= int(p) <= MAX_SHAPE_DIM:  # '²'.isdigit()
                 raise InputError(f"--shape {text}: dimension {part!r} is not an integer in [1, {MAX_SHAPE_DIM}] "
                                  f"(DIMS is like 1x3x224x224)")
             dims.append(int(p))

@@ -192,9 +192,10 @@ class _Importer:
         shapes = InputShapes(self.where, real, self.shape_arg, self.batch_arg)
         for i in real:  # element types first: a bad one is named before any shape
             self._input_dtype(i)
-        for i, shp in zip(real, shapes.resolve().values()):
+        resolved = shapes.resolve()
+        for i in real:
             try:
-                self.set_plain(i.name, self.b.input(i.name, shp, self._input_dtype(i)))
+                self.set_plain(i.name, self.b.input(i.name, resolved[i.name], self._input_dtype(i)))
             except GraphError as e:
                 raise OnnxImportError(f"{self.where}: {e}") from None  # the builder names the input
 

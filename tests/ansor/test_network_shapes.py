@@ -80,6 +80,7 @@ def test_batch_of_a_zoo_network(capsys):
     (["--shape", "input=-1x3x16x16"], "dimension '-1' is not an integer in [1, 2147483647]"),
     (["--shape", "input=1.5x3x16x16"], "dimension '1.5' is not an integer in [1, 2147483647]"),
     (["--shape", "input=ax3x16x16"], "dimension 'a' is not an integer in [1, 2147483647]"),
+    (["--shape", "input=\u00b2x3x16x16"], "dimension '\u00b2' is not an integer in"),
     (["--shape", "input="], "dimension '' is not an integer in [1, 2147483647]"),
     (["--shape", "input=99999999999x3x16x16"], "dimension '99999999999' is not an integer in [1, 2147483647]"),
     (["--shape", "=1x3x16x16"], "the input name before '=' is empty"),
