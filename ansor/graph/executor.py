@@ -16,8 +16,8 @@ constant input (``PackStep``) is built without the pack and reads a copy of the 
 here, once (``sketch.layout_rewrite``); occurrences that pack one constant the same way share the
 copy, different packings get their own.
 
-``export(path)`` writes a directory: ``module.json`` (the plan, input/output types, kernel
-argument specs), ``weights.npz`` (constants as the kernels read them - packed ones already packed -
+``export(path)`` writes a directory: ``module.json`` (the plan, input/output types and boundary
+dtypes, kernel argument specs), ``weights.npz`` (constants as the kernels read them - packed ones already packed -
 loaded with ``allow_pickle=False``) and per kernel its LLVM IR and object code. ``load_module(path)``
 rebuilds the module in a new process without records, graph or tuning: it parses JSON and arrays
 only; the object code is loaded when it was compiled by this toolchain, else the IR is compiled

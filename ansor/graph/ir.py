@@ -169,14 +169,16 @@ class Graph:
     def __str__(self) -> str:
         d = display_name
         lines = [f"graph {d(self.name)}("
-                 + ", ".join(f"%{d(n)}: {t}" for n, t in self.inputs.items()) + ") {"]
+                 + ", ".join(f"%{d(n)}: {t}" + (f" as {self.io_dtypes[n]}" if n in self.io_dtypes else "")
+                             for n, t in self.inputs.items()) + ") {"]
         for name, arr in self.constants.items():
             lines.append(f"  const %{d(name)}: {TensorType(arr.shape, str(arr.dtype))}")
         for node in self.nodes:
             attrs = "".join(f", {k}={_fmt_attr(v)}" for k, v in node.attrs.items())
             args = ", ".join(f"%{d(i)}" for i in node.inputs)
             lines.append(f"  %{d(node.name)} = {node.op}({args}{attrs}): {node.type}")
-        lines.append("  return " + ", ".join(f"%{d(o)}" for o in self.outputs))
+        lines.append("  return " + ", ".join(f"%{d(o)}" + (f" as {self.io_dtypes[o]}" if o in self.io_dtypes else "")
+                                             for o in self.outputs))
         lines.append("}")
         return "\n".join(lines)
 
