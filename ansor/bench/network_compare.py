@@ -37,12 +37,21 @@ SYSTEMS = ("ansor", "onnxruntime", "torch")
 MAX_REL_ERROR = 1e-3
 
 
+def is_onnx_file(model: str) -> bool:
+    """MODEL names an ONNX file: ends with .onnx, or is an existing file not named like a zoo
+    network (as the command line decides: ``ansor.cli.common``)."""
+    from ansor import networks  # noqa: PLC0415 - as below
+
+    return model.endswith(".onnx") or (model not in networks.list_networks() and os.path.isfile(model))
+
+
 def load_graph(model: str, options: dict | None = None) -> Any:
-    """A zoo network (``ansor.networks`` name, ``options`` its keyword arguments) or an ONNX file."""
+    """A zoo network (``ansor.networks`` name) or an ONNX file; ``options``: its keyword
+    arguments (``networks.get``'s, or ``from_onnx``'s ``shape``/``batch``)."""
     from ansor import frontend, networks  # noqa: PLC0415 - the frontend imports onnx lazily itself
 
-    if model.endswith(".onnx"):
-        return frontend.from_onnx(model)
+    if is_onnx_file(model):
+        return frontend.from_onnx(model, **(options or {}))
     return networks.get(model, **(options or {}))
 
 
@@ -79,15 +88,19 @@ def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int
     if system == "torch":
         import torch  # noqa: PLC0415 - optional peer
 
+        from ..graph.ir_types import numpy_dtype  # noqa: PLC0415 - worker-only
         from ..graph.torch_peer import to_torch  # noqa: PLC0415 - imports torch
 
         torch.set_num_threads(threads)
         module = to_torch(graph)
-        args = [torch.from_numpy(v) for v in feeds.values()]
+        # The peer computes in the graph's own dtypes: a half-precision boundary
+        # (``Graph.io_dtypes``) is converted here, as the compiled module converts it.
+        args = [torch.from_numpy(np.asarray(v, dtype=graph.type_of(n).dtype)) for n, v in feeds.items()]
+        out_dtypes = [numpy_dtype(graph.boundary_dtype(o)) for o in graph.outputs]
 
         def run() -> list:
             with torch.inference_mode():
-                return [o.numpy() for o in module(*args)]
+                return [o.numpy().astype(d, copy=False) for o, d in zip(module(*args), out_dtypes)]
         return run
     raise ValueError(f"unknown system {system!r}; known: {', '.join(SYSTEMS)}, ansor-untuned, "
                      "ansor-no-rewrite, ansor-guess")
@@ -95,10 +108,15 @@ def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int
 
 def worker(job: dict) -> dict:
     """One system in this (fresh) process: check the outputs, then time one inference."""
+    from ansor.graph.ir_types import numpy_dtype  # noqa: PLC0415 - the graph package is heavy
     threads = int(job["threads"])
     graph = load_graph(job["model"], job.get("options"))
     data = np.load(job["data"])
-    feeds = {n: data[f"in{i}"] for i, n in enumerate(graph.inputs)}
+    # Inputs back in the dtype callers give (bfloat16 travels as float32: npz does not keep it).
+    feeds = {n: data[f"in{i}"].astype(numpy_dtype(graph.boundary_dtype(n)), copy=False)
+             for i, n in enumerate(graph.inputs)}
+    if job["system"] == "onnxruntime" and any(graph.boundary_dtype(n) == "bfloat16" for n in graph.inputs):
+        return {"error": "onnxruntime's Python API does not take numpy bfloat16 arrays"}
     try:
         fn = _system_fn(job, graph, feeds, threads)
         outs = fn()
@@ -117,18 +135,23 @@ def compare_network(model: str, options: dict | None = None, systems: Sequence[s
     """Median seconds per inference of each system over ``rounds`` alternating fresh-process
     rounds: ``{system: {"seconds": median or None, "rounds": [...], "error": str (if any)}}``."""
     from ansor.graph import run as reference_run  # noqa: PLC0415 - keeps the worker import light
+    from ansor.graph.ir_types import numpy_dtype  # noqa: PLC0415 - as above
 
     graph = load_graph(model, options)
     rng = np.random.default_rng(0)
-    feeds = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in graph.inputs.items()}
+    # In the dtype callers give (float16 for a half-precision model: onnxruntime takes only that).
+    feeds = {n: rng.standard_normal(t.shape).astype(numpy_dtype(graph.boundary_dtype(n)))
+             for n, t in graph.inputs.items()}
     ref = reference_run(graph, feeds)
     out: dict[str, dict] = {s: {"rounds": [], "seconds": None} for s in systems}
     with tempfile.TemporaryDirectory(prefix="ansor-net-") as tmp:
         data = Path(tmp) / "data.npz"
-        np.savez(data, **{f"in{i}": v for i, v in enumerate(feeds.values())},
-                 **{f"out{i}": ref[o] for i, o in enumerate(graph.outputs)})
-        onnx_path = model if model.endswith(".onnx") else str(Path(tmp) / "model.onnx")
-        if "onnxruntime" in systems and not model.endswith(".onnx"):
+        wide = {"bfloat16": np.float32}  # exact; npz would store bfloat16 as raw bytes
+        np.savez(data, **{f"in{i}": v.astype(wide.get(str(v.dtype), v.dtype)) for i, v in enumerate(feeds.values())},
+                 **{f"out{i}": ref[o].astype(wide.get(str(ref[o].dtype), ref[o].dtype))
+                    for i, o in enumerate(graph.outputs)})
+        onnx_path = model if is_onnx_file(model) else str(Path(tmp) / "model.onnx")
+        if "onnxruntime" in systems and not is_onnx_file(model):
             try:
                 from ansor.graph.onnx_export import export_onnx  # noqa: PLC0415 - needs onnx
 

@@ -7,7 +7,8 @@ with numpy; ``ansor tune NAME --args ... --trials N --log FILE`` tunes any libra
 workload's default schedule, checks it against the numpy reference and times it;
 ``ansor records ...`` summarises, distills and re-measures tuning logs; ``ansor costmodel ...``
 evaluates and trains the cost model; ``ansor network ...`` lists the network zoo, shows a
-network's tuning tasks and compiles and runs one; ``ansor bench`` runs the benchmark suite;
+network's tuning tasks and compiles and runs one (an .onnx MODEL's dynamic inputs sized with
+``--shape NAME=1x3x224x224`` / ``--batch N``); ``ansor bench`` runs the benchmark suite;
 ``ansor worker ADDRESS`` starts a Dask worker that builds and measures for the tuning commands'
 ``--cluster ADDRESS``. ``ansor --version`` prints the version; ``python -m ansor`` is ``ansor``.
 

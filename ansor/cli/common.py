@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from compute.errors import InputError
 from compute.memory import check_bytes, nbytes_of
@@ -70,19 +70,87 @@ def check_workload_memory(dag, label: str, reference: bool = False) -> None:
     check_bytes(total, f"{label}: the working set ({len(dag.tensors)} tensors{outputs})")
 
 
-def load_model(model: str, seq_len: int | None = None, image_size: int | None = None):
-    """MODEL of the ``network`` commands: a zoo name (with its size options) or an .onnx path."""
+# A --shape dimension beyond this is no tensor a machine can hold (memory is checked later).
+MAX_SHAPE_DIM = 2 ** 31 - 1
+
+
+def parse_shapes(values: Sequence[str] | None) -> dict[str, tuple[int, ...]] | tuple[int, ...] | None:
+    """--shape NAME=1x3x224x224 (or NAME=1,3,224,224), repeatable, as ``{name: dims}``; a
+    single value without ``NAME=`` is one shape (a one-input model). ``InputError`` (one line,
+    exit 2) naming the value at fault."""
+    if not values:
+        return None
+    named: dict[str, tuple[int, ...]] = {}
+    for text in values:
+        name, sep, dims_text = text.rpartition("=")
+        if not sep and len(values) > 1:
+            raise InputError(f"--shape {text}: give NAME=DIMS when --shape is repeated")
+        if sep and not name:
+            raise InputError(f"--shape {text}: the input name before '=' is empty")
+        parts = dims_text.replace(",", "x").split("x")
+        dims = []
+        for part in parts:
+            p = part.strip()
+            if not (p.isascii() and p.isdigit()) or not 1 <= int(p) <= MAX_SHAPE_DIM:  # '²'.isdigit()
+                raise InputError(f"--shape {text}: dimension {part!r} is not an integer in [1, {MAX_SHAPE_DIM}] "
+                                 f"(DIMS is like 1x3x224x224)")
+            dims.append(int(p))
+        if not sep:
+            return tuple(dims)
+        if name in named:
+            raise InputError(f"--shape {text}: input {name!r} is given twice")
+        named[name] = tuple(dims)
+    return named
+
+
+def model_options(args: Any) -> dict[str, Any]:
+    """The keyword arguments sizing MODEL from a ``network`` command's options
+    (``options.add_model_options``): for an .onnx file ``shape``/``batch`` (``from_onnx``),
+    for a zoo network ``seq_len``/``image_size``/``batch`` (``networks.get``); only those given.
+    ``InputError`` for an option that does not apply to the kind of MODEL."""
+    shape = parse_shapes(getattr(args, "shape", None))
+    given = {"seq_len": args.seq_len, "image_size": args.image_size, "shape": shape,
+             "batch": getattr(args, "batch", None)}
+    given = {k: v for k, v in given.items() if v is not None}
+    if is_onnx_file(args.model):
+        for opt in ("seq_len", "image_size"):
+            if opt in given:
+                raise InputError(f"{args.model}: --{opt.replace('_', '-')} applies to zoo networks, not to "
+                                 f"an ONNX file: give the input's shape with --shape NAME=DIMS "
+                                 f"(e.g. --shape input=1x3x224x224) or --batch N")
+    elif "shape" in given:
+        raise InputError(f"{args.model}: --shape applies to .onnx files; a zoo network is sized by "
+                         f"--batch, --seq-len (bert-base-layer) and --image-size (CNNs)")
+    return given
+
+
+def is_onnx_file(model: str) -> bool:
+    """MODEL names an ONNX file (the rule is ``network_compare``'s, whose workers load it again)."""
+    from ansor.bench.network_compare import is_onnx_file as rule  # noqa: PLC0415 - start-up time
+
+    return rule(model)
+
+
+def load_model(args: Any):
+    """MODEL of a ``network`` command (``args``: its parsed options, ``options.add_model_options``):
+    a zoo name with its size options, or an .onnx path with --shape/--batch. Errors are one
+    line in the command line's words (exit 2)."""
+    return load_graph(args.model, model_options(args))
+
+
+def load_graph(model: str, kwargs: dict[str, Any]):
+    """MODEL with ``model_options``' keyword arguments: ``from_onnx`` for an .onnx file (its
+    shape errors said with --shape/--batch), else the zoo network."""
     from ansor import frontend, networks  # noqa: PLC0415 - start-up time of the other commands
 
-    if model.endswith(".onnx") or (model not in networks.list_networks() and os.path.isfile(model)):
-        if seq_len is not None or image_size is not None:
-            raise InputError(f"{model}: --seq-len and --image-size apply to zoo networks, not to an ONNX file")
-        return frontend.from_onnx(model)
-    kwargs = {}
-    if seq_len is not None:
-        kwargs["seq_len"] = seq_len
-    if image_size is not None:
-        kwargs["image_size"] = image_size
+    if is_onnx_file(model):
+        try:
+            return frontend.from_onnx(model, **kwargs)
+        except InputError as err:
+            cli = getattr(err, "cli_message", None)  # onnx_inputs.ShapeArgumentError
+            if cli is None:
+                raise
+            raise InputError(cli) from None
     if model not in networks.list_networks():
         raise InputError(f"unknown model {model!r}: not a zoo name ({', '.join(networks.list_networks())}) "
                          f"nor an ONNX file")

@@ -17,7 +17,7 @@ from ansor import argtypes
 from compute.errors import InputError
 
 from . import network_tune, options
-from .common import load_model, print_table
+from .common import load_model, model_options, print_table
 from measure.runtime import num_threads
 
 
@@ -32,7 +32,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_tasks(args: argparse.Namespace) -> int:
     from ansor.graph.plan import extract_tasks
 
-    g = load_model(args.model, args.seq_len, args.image_size)
+    g = load_model(args)
     tasks, weights = extract_tasks(g)
     total = sum(t.flop_count * w for t, w in zip(tasks, weights)) or 1.0
     rows = [("ID", "subgraph", "weight", "MFLOP", "share")]
@@ -59,9 +59,10 @@ def _check_log(path: str | None) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     from ansor.graph import run as reference_run
     from ansor.graph.executor import compile_network
+    from ansor.graph.ir_types import numpy_dtype
     from ansor.graph.memory_plan import check_graph_memory
 
-    g = load_model(args.model, args.seq_len, args.image_size)
+    g = load_model(args)
     _check_log(args.log)
     # The module and the numpy reference it is checked against live at once: size both first.
     check_graph_memory(g, compiled=True, reference=True)
@@ -77,7 +78,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"compiled {lib.num_kernels} kernels in {time.perf_counter() - t0:.1f} s"
           + (f" ({transforms} layout transform(s), layouts chosen by layout tuning)" if transforms else ""))
     rng = np.random.default_rng(0)
-    x = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in g.inputs.items()}
+    # Inputs in the dtype a caller gives (float16 for a half-precision model: through the boundary).
+    x = {n: rng.standard_normal(t.shape).astype(numpy_dtype(g.boundary_dtype(n))) for n, t in g.inputs.items()}
     out, ref = lib.run(x), reference_run(g, x)
     worst, problems, warnings = compare_outputs(out, ref)
     print(f"max error against the numpy reference (relative to the largest output): {worst:.2e}")
@@ -137,7 +139,7 @@ def _compare(args: argparse.Namespace, threads: int) -> None:
     systems = ["ansor"] + [s for s, mod in (("onnxruntime", "onnxruntime"), ("torch", "torch"))
                            if importlib.util.find_spec(mod) is not None]
     missing = [s for s in ("onnxruntime", "torch") if s not in systems]
-    opts = {k: v for k, v in (("seq_len", args.seq_len), ("image_size", args.image_size)) if v is not None}
+    opts = model_options(args)
     print(f"timing {', '.join(systems)}: {threads} thread(s), a fresh process each, "
           f"{args.rounds} alternating round(s), median ...", flush=True)
     res = compare_network(args.model, opts, systems, threads=threads, rounds=args.rounds, log=args.log,
@@ -164,9 +166,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     for name, fn, help_ in (("tasks", _cmd_tasks, "the tuning tasks of MODEL (id, subgraph, weight, FLOPs)"),
                             ("run", _cmd_run, "compile MODEL, check it against the reference, time it")):
         q = sub.add_parser(name, help=help_)
-        q.add_argument("model", help="a zoo name or a path to an .onnx file")
-        q.add_argument("--seq-len", type=argtypes.network_size, default=None, help="sequence length (bert-base-layer)")
-        q.add_argument("--image-size", type=argtypes.network_size, default=None, help="image size (CNNs)")
+        options.add_model_options(q)
         if name == "run":
             q.add_argument("--log", default=None, help="tuning records to take schedules from")
             options.add_threads_option(q)

@@ -24,14 +24,14 @@ from ansor import argtypes
 
 from . import options
 from .cluster import RESUME_HINT
-from .common import print_table
+from .common import model_options, print_table
 from .options import DEFAULT_PER_ROUND, DEFAULT_TRIALS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``tune`` to the ``network`` subcommands."""
     q = sub.add_parser("tune", help="tune MODEL's tasks with one trial budget (resumable, Ctrl-C safe)")
-    q.add_argument("model", help="a zoo name or a path to an .onnx file")
+    options.add_model_options(q)
     q.add_argument("--strategy", choices=("gradient", "round-robin"), default="gradient",
                    help="which task gets the next round (default: gradient, as Ansor)")
     q.add_argument("--tasks", default=None, metavar="PATTERN",
@@ -47,8 +47,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="rounds of the final latency comparison: untuned, tuned, onnxruntime and "
                         "PyTorch when installed (fresh processes, alternating; 0: only time the tuned "
                         "network here)")
-    q.add_argument("--seq-len", type=argtypes.network_size, default=None, help="sequence length (bert-base-layer)")
-    q.add_argument("--image-size", type=argtypes.network_size, default=None, help="image size (CNNs)")
     q.add_argument("--no-layout-rewrite", action="store_true",
                    help="measure candidates that pack a weight with the copy inside the timed kernel "
                         "(default: outside, as the compiled network runs them) and compile without "
@@ -88,7 +86,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     options.show_tuning_logs(level)
     if args.log is None:
         args.log = default_log(args.model)
-    g = load_model(args.model, args.seq_len, args.image_size)
+    g = load_model(args)
+    from ansor.graph.memory_plan import check_graph_memory  # noqa: PLC0415 - start-up time
+
+    check_graph_memory(g)  # a huge --shape: one line before any work, as compile_network says it
     rewrite = not getattr(args, "no_layout_rewrite", False)
     # Fused and lowered once: the tasks, the layout choice and the final compile all read it.
     plan = plan_network(g, layout_rewrite=rewrite)
@@ -223,7 +224,7 @@ def _before_after(args: argparse.Namespace) -> None:
     ours = "ansor-no-rewrite" if getattr(args, "no_layout_rewrite", False) else "ansor"
     systems = ["ansor-untuned", ours] + [s for s in ("onnxruntime", "torch")
                                              if importlib.util.find_spec(s) is not None]
-    opts = {k: v for k, v in (("seq_len", args.seq_len), ("image_size", args.image_size)) if v is not None}
+    opts = model_options(args)
     threads = num_threads()
     if options.verbosity(args) > options.QUIET:  # progress: the table below is the result
         print(f"measured latency: {', '.join(systems)}; {threads} thread(s), a fresh process "

@@ -6,7 +6,8 @@ network tune`` had grown two dialects - different flags, defaults and bounds for
 type, bound and meaning each; the functions below turn the parsed values into what the tuners
 take (the cost model, the builder and runner, ``TuningOptions``), so both commands hand the same
 option to the same place. ``add_threads_option`` gives --threads to the other commands that run
-kernels; ``threads_env`` applies it.
+kernels; ``threads_env`` applies it. ``add_model_options`` gives every ``network`` command MODEL
+with --seq-len, --image-size, --shape and --batch.
 """
 from __future__ import annotations
 
@@ -46,6 +47,29 @@ COST_MODEL_HELP = ("'learned' (LightGBM starting from the pre-trained model ship
                    "package, default; `ansor costmodel info`), 'untrained' (LightGBM from nothing: "
                    "the first round is random), 'random', or a model file saved by `ansor "
                    "costmodel train|pretrain` (warm start from other tasks' records)")
+
+
+SHAPE_HELP = ("an ONNX input's shape, NAME=1x3x224x224 (or NAME=1,3,224,224; without NAME= for a "
+              "one-input model); repeat it for each input the model leaves dynamic. A static "
+              "dimension given must equal the model's")
+BATCH_HELP = ("batch size: for an .onnx file, the first dimension of every input whose first "
+              "dimension is dynamic (a static one is the model's own and kept; --shape wins for "
+              "the inputs it names); for a zoo network its batch (default 1)")
+IMAGE_SIZE_HELP = ("image size (zoo CNNs). Not for an .onnx file (an error): its spatial size "
+                   "may be fixed by its weights and reshape targets, and which input is an image "
+                   "is the model's to say; give the input's shape with --shape instead")
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """MODEL and the options that size it, the same for every ``network`` command that takes
+    one (``common.load_model`` reads them): --seq-len, --image-size (zoo), --shape (ONNX) and
+    --batch (both)."""
+    p.add_argument("model", help="a zoo name ('ansor network list') or a path to an .onnx file")
+    p.add_argument("--seq-len", type=argtypes.network_size, default=None,
+                   help="sequence length (zoo: bert-base-layer); for an .onnx file use --shape")
+    p.add_argument("--image-size", type=argtypes.network_size, default=None, help=IMAGE_SIZE_HELP)
+    p.add_argument("--shape", action="append", default=None, metavar="NAME=DIMS", help=SHAPE_HELP)
+    p.add_argument("--batch", type=argtypes.network_size, default=None, metavar="N", help=BATCH_HELP)
 
 
 def add_threads_option(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""ONNX import: ``from_onnx(model_or_path, shape=None) -> Graph``.
+"""ONNX import: ``from_onnx(model_or_path, shape=None, batch=None) -> Graph``.
 
 Layout. ONNX vision models are NCHW; our kernels are tuned NHWC. The importer converts inside:
 conv weights are transposed once at import (OIHW -> HWIO), and 4-D values flowing between
@@ -24,6 +24,10 @@ validated as onnxruntime would before any rule runs (``onnx_validate.py``: opset
 strict shape and type inference), every error is one ``OnnxImportError`` naming the node and its
 op, and constant folding has a budget checked before allocating (``fold_limit``).
 
+Shapes are static: dynamic input dimensions are given with ``shape=``/``batch=``
+(``onnx_inputs.py``). Half precision (float16, bfloat16) is computed in float32, converted at
+the graph's boundary (``onnx_half.py``).
+
 Code: ``onnx_importer.py`` (loading, the importer and its handler registry), the handlers by
 operator family in ``onnx_ops_elementwise.py``, ``onnx_ops_shape.py`` and ``onnx_ops_nn.py``,
 constant folding and shared shape rules in ``onnx_fold.py``, validation in ``onnx_validate.py``.
@@ -45,6 +49,7 @@ from . import onnx_ops_elementwise, onnx_ops_nn, onnx_ops_shape  # noqa: F401
 from .onnx_fold import FOLD as _FOLD
 from .onnx_fold import OnnxImportError
 from .onnx_importer import _HANDLERS, _const_only, _Importer, _load
+from .onnx_inputs import ShapeArgumentError
 
 
 # The import rules of the operators declared in ansor/graph/ops/ (one home per operator).
@@ -61,19 +66,28 @@ for _op in _FOLD:
 
 
 def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[int] | None = None, *,
-              fold_limit: int | None = None) -> Graph:
+              batch: int | None = None, fold_limit: int | None = None) -> Graph:
     """Import an ONNX model as a ``Graph`` (see the module docstring for layout and limits).
 
     ``model_or_path``: a path to an ``.onnx`` file, its bytes, or an ``onnx.ModelProto``.
     ``shape``: ``{input name: shape}`` for inputs whose shape the model leaves dynamic or
-    missing (or one shape for a single-input model). Errors are ``OnnxImportError`` naming
-    the file, and the node or input at fault.
+    missing (or one shape for a single-input model), e.g. ``shape={"input_ids": (1, 128)}``;
+    a static dimension given must equal the model's.
+    ``batch``: the first dimension of every input whose first dimension is dynamic (a static
+    first dimension is the model's own and is kept; ``batch=`` that contradicts a static batch of
+    every input is an error). ``shape`` wins for the inputs it names. A dynamic dimension left
+    without a value is an error naming the input, the dimension and the ``shape=``/``batch=`` to
+    pass (``onnx_inputs.ShapeArgumentError``).
+    Dtypes: float32, float64, int32, int64 and bool values as they are; float16 and bfloat16
+    weights, inputs and outputs are computed in float32 (``Graph.io_dtypes`` keeps the boundary
+    dtype: runs take and return half arrays; a ``Cast`` to a half type rounds; ``onnx_half.py``).
+    Errors are ``OnnxImportError`` naming the file, and the node or input at fault.
     ``fold_limit``: elements a constant folded at import may have (default
     ``$ANSOR_ONNX_FOLD_LIMIT``, else 2**28; a fold may always be as large as its largest input);
     all folded constants together may take a quarter of the memory available.
     """
     model, where = _load(model_or_path)
-    return _Importer(model, where, shape, fold_limit).run()
+    return _Importer(model, where, shape, fold_limit, batch).run()
 
 
-__all__ = ["OnnxImportError", "from_onnx"]
+__all__ = ["OnnxImportError", "ShapeArgumentError", "from_onnx"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +22,13 @@ from compute.memory import available_bytes
 
 from ..graph.builder import GraphBuilder, Var
 from ..graph.ir import DTYPES, Graph, GraphError, display_name
+from ..graph.ir_types import BOUNDARY_DTYPES
 from .onnx_fold import FOLD as _FOLD
 from .onnx_fold import NP_DTYPES as _NP_DTYPES
 from .onnx_fold import OnnxImportError, fold_limit
 from .onnx_fold import tensor_array as _tensor
+from .onnx_half import HALF_NUMPY, HALF_TYPES, cast_to_half
+from .onnx_inputs import InputShapes
 from .onnx_validate import node_label, validate_model
 
 
@@ -92,7 +95,8 @@ def _opset(model: onnx.ModelProto) -> int:
 # ---- the importer -----------------------------------------------------------------------------------
 
 class _Importer:
-    def __init__(self, model: onnx.ModelProto, where: str, shape: Any, fold_elems: int | None = None) -> None:
+    def __init__(self, model: onnx.ModelProto, where: str, shape: Any, fold_elems: int | None = None,
+                 batch: int | None = None) -> None:
         self.model, self.where, self.g = model, where, model.graph
         self.opset = _opset(model)
         self.b = GraphBuilder(model.graph.name or "onnx")
@@ -101,7 +105,9 @@ class _Importer:
         self.uses: Counter[str] = Counter(i for n in self.g.node for i in n.input if i)
         self.uses.update(self.out_names)
         self.conv_of: dict[str, tuple[Var, Var, Var | None]] = {}  # conv output -> (conv, weight, bias)
-        self.shape_arg = shape
+        self.shape_arg, self.batch_arg = shape, batch
+        # Graph inputs/outputs declared float16/bfloat16 (computed as float32): Graph.io_dtypes.
+        self.io_dtypes: dict[str, str] = {}
         # The budget of constant folding (onnx_fold.check_fold): elements per folded constant,
         # bytes in total (a quarter of the memory available now).
         self.fold_elems = fold_limit(fold_elems)
@@ -165,6 +171,8 @@ class _Importer:
 
     def set_const(self, name: str, arr: np.ndarray) -> None:
         arr = np.asarray(arr)
+        if arr.dtype in HALF_NUMPY:  # float16/bfloat16 data is float32 inside (exactly)
+            arr = arr.astype(np.float32)
         self.env[name] = _Val(arr.shape, str(arr.dtype), const=arr)
 
     def const_of(self, node: onnx.NodeProto, idx: int, what: str) -> np.ndarray | None:
@@ -181,56 +189,29 @@ class _Importer:
         for t in self.g.initializer:
             self.set_const(t.name, _tensor(t, self.where))
         real = [i for i in self.g.input if i.name not in inits]
-        given = self.shape_arg
-        if given is not None and not isinstance(given, Mapping):
-            if len(real) != 1:
-                raise OnnxImportError(f"{self.where}: shape= as one shape needs a model with one input; "
-                                      f"this one has {len(real)}: pass a dict {{input name: shape}}")
-            given = {real[0].name: given}
-        given = dict(given or {})
-        unknown = [k for k in given if k not in {i.name for i in real}]
-        if unknown:
-            raise OnnxImportError(f"{self.where}: shape= names unknown input(s) "
-                                  f"{', '.join(display_name(str(k)) for k in unknown)}; inputs: "
-                                  f"{', '.join(display_name(i.name) for i in real)}")
+        shapes = InputShapes(self.where, real, self.shape_arg, self.batch_arg)
+        for i in real:  # element types first: a bad one is named before any shape
+            self._input_dtype(i)
+        resolved = shapes.resolve()
         for i in real:
-            tt = i.type.tensor_type
-            dtype = _NP_DTYPES.get(tt.elem_type)
-            if dtype is None:
-                raise OnnxImportError(f"{self.where}: input {display_name(i.name)} has element type "
-                                      f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; supported: {', '.join(DTYPES)}")
-            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tt.shape.dim]
-            shown = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
-            if i.name in given:
-                shp = self._given_shape(i.name, given[i.name])
-                if not tt.HasField("shape"):
-                    pass
-                elif len(shp) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shp)):
-                    raise OnnxImportError(f"{self.where}: shape= gives {list(shp)} for input "
-                                          f"{display_name(i.name)}, which the model declares as {shown}")
-            elif not tt.HasField("shape") or any(d is None for d in dims):
-                example = ", ".join(str(d) if d is not None else "1" for d in dims) if tt.HasField("shape") else "..."
-                raise OnnxImportError(
-                    f"{self.where}: input {display_name(i.name)} has a dynamic or missing shape "
-                    f"({shown if tt.HasField('shape') else 'no shape'}); pass it explicitly, e.g. "
-                    f"from_onnx(..., shape={{{i.name!r}: ({example})}})")
-            else:
-                shp = tuple(dims)
             try:
-                self.set_plain(i.name, self.b.input(i.name, shp, dtype))
+                self.set_plain(i.name, self.b.input(i.name, resolved[i.name], self._input_dtype(i)))
             except GraphError as e:
                 raise OnnxImportError(f"{self.where}: {e}") from None  # the builder names the input
 
-    def _given_shape(self, name: str, value: Any) -> tuple[int, ...]:
-        """``shape=`` for input ``name``: positive integers (1.5 used to be truncated to 1)."""
-        bad = f"{self.where}: shape= for input {display_name(name)} must be a sequence of positive integers"
-        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-            raise OnnxImportError(f"{bad}, got {value!r}")
-        dims = list(value)
-        for d in dims:
-            if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 1:
-                raise OnnxImportError(f"{bad}, got {d!r} in {tuple(dims)!r}")
-        return tuple(int(d) for d in dims)
+    def _input_dtype(self, i: onnx.ValueInfoProto) -> str:
+        """A graph input's dtype inside: its own, or float32 for a float16/bfloat16 input (whose
+        boundary dtype is remembered)."""
+        elem = i.type.tensor_type.elem_type
+        if elem in HALF_TYPES:
+            self.io_dtypes[i.name] = HALF_TYPES[elem]
+            return "float32"
+        dtype = _NP_DTYPES.get(elem)
+        if dtype is None:
+            raise OnnxImportError(f"{self.where}: input {display_name(i.name)} has element type "
+                                  f"{onnx.TensorProto.DataType.Name(elem)}; supported: "
+                                  f"{', '.join(DTYPES + BOUNDARY_DTYPES)}")
+        return dtype
 
     def check_supported(self) -> None:
         bad: dict[str, list] = {}
@@ -257,6 +238,9 @@ class _Importer:
                     raise self.err(node, f"output {display_name(o)} is already defined (the graph is not SSA)")
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             try:
+                if node.op_type == "Cast" and int(attrs.get("to", 0)) in HALF_TYPES:
+                    cast_to_half(self, node, HALF_TYPES[int(attrs["to"])])
+                    continue
                 if all(self.env[i].const is not None for i in node.input if i) and node.op_type in _FOLD:
                     outs = _FOLD[node.op_type](self, node, attrs, [self.env[i].const if i else None
                                                                    for i in node.input])
@@ -279,8 +263,12 @@ class _Importer:
         for name in self.out_names:
             if name not in self.env:
                 raise OnnxImportError(f"{self.where}: graph output {display_name(name)} is never computed")
-            want = _NP_DTYPES.get(declared.get(name, 0))
-            if declared.get(name) and want != self.env[name].dtype:  # onnxruntime refuses these too
+            decl = declared.get(name, 0)
+            # A float16/bfloat16 output is float32 inside, rounded on the way out.
+            want = "float32" if decl in HALF_TYPES else _NP_DTYPES.get(decl)
+            if decl in HALF_TYPES and self.env[name].dtype == "float32":
+                self.io_dtypes[name] = HALF_TYPES[decl]
+            if decl and want != self.env[name].dtype:  # onnxruntime refuses these too
                 raise OnnxImportError(
                     f"{self.where}: graph output {display_name(name)} is declared "
                     f"{onnx.TensorProto.DataType.Name(declared[name])} but computes {self.env[name].dtype}")
@@ -288,7 +276,7 @@ class _Importer:
             if var.name != name:
                 var = self.b.add_node("identity", [var], {}, name)
             outs.append(var)
-        return self.b.build(outs)
+        return self.b.build(outs, self.io_dtypes)
 
     # -- shared node helpers (the import rules of ansor/graph/ops/ call these) --
     def layout_preserving(self, node: onnx.NodeProto, op: str, attrs: dict[str, Any]) -> None:

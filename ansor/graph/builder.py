@@ -10,7 +10,7 @@ Types are inferred as each node is added, so a shape mistake fails at the line t
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,11 +124,11 @@ class GraphBuilder:
         self._types[node.name] = node.type
         return Var(node.name, node.type)
 
-    def build(self, outputs: Var | Sequence[Var]) -> Graph:
-        """The finished graph returning ``outputs``."""
+    def build(self, outputs: Var | Sequence[Var], io_dtypes: Mapping[str, str] | None = None) -> Graph:
+        """The finished graph returning ``outputs``; ``io_dtypes``: ``Graph.io_dtypes``."""
         outs = [outputs] if isinstance(outputs, Var) else list(outputs)
         return Graph(dict(self._inputs), dict(self._consts), tuple(self._nodes), tuple(o.name for o in outs),
-                     name=self.name)
+                     name=self.name, io_dtypes=dict(io_dtypes or {}))
 
     # ---- layers -----------------------------------------------------------------------------------
 

@@ -16,8 +16,8 @@ constant input (``PackStep``) is built without the pack and reads a copy of the 
 here, once (``sketch.layout_rewrite``); occurrences that pack one constant the same way share the
 copy, different packings get their own.
 
-``export(path)`` writes a directory: ``module.json`` (the plan, input/output types, kernel
-argument specs), ``weights.npz`` (constants as the kernels read them - packed ones already packed -
+``export(path)`` writes a directory: ``module.json`` (the plan, input/output types and boundary
+dtypes, kernel argument specs), ``weights.npz`` (constants as the kernels read them - packed ones already packed -
 loaded with ``allow_pickle=False``) and per kernel its LLVM IR and object code. ``load_module(path)``
 rebuilds the module in a new process without records, graph or tuning: it parses JSON and arrays
 only; the object code is loaded when it was compiled by this toolchain, else the IR is compiled
@@ -40,6 +40,7 @@ from sketch.layout_rewrite import pack_array
 
 from ..build_module import build
 from .ir import Graph, GraphError, TensorType, display_name
+from .ir_types import BOUNDARY_DTYPES, numpy_dtype
 from .layout_tuning import TransformKey, chosen_layouts, transform_state
 from .layouts import NHWC
 from .memory_plan import check_graph_memory
@@ -61,12 +62,20 @@ class _Step:
 
 
 class NetworkModule:
-    """A compiled network. ``run(inputs)`` -> ``{output name: array}``."""
+    """A compiled network. ``run(inputs)`` -> ``{output name: array}``. ``io_dtypes``: the
+    graph's boundary dtypes (``Graph.io_dtypes``: float16/bfloat16 inputs and outputs computed
+    as float32 inside), kept by ``export``/``load_module``."""
 
     def __init__(self, inputs: Mapping[str, TensorType], outputs: list[tuple[str, int]],
                  specs: list[tuple], consts: Mapping[str, np.ndarray], input_buffers: dict[str, int],
-                 steps: list[_Step]):
+                 steps: list[_Step], io_dtypes: Mapping[str, str] | None = None):
         self.input_types = dict(inputs)
+        self.io_dtypes = dict(io_dtypes or {})
+        # The numpy dtypes a caller may give per input (its own; for a half-precision boundary
+        # also that one) and the one each output is returned in.
+        self._accepts = {n: {dt.to_numpy(t.dtype)} | ({numpy_dtype(self.io_dtypes[n])} if n in self.io_dtypes else set())
+                         for n, t in self.input_types.items()}
+        self._out_dtypes = {n: numpy_dtype(d) for n, d in self.io_dtypes.items()}
         self.output_names = [o for o, _ in outputs]
         self._outputs, self._specs = outputs, specs
         self._consts = dict(consts)
@@ -102,19 +111,23 @@ class NetworkModule:
                 arr = np.asarray(arr)
             if tuple(arr.shape) != t.shape:
                 raise GraphError(f"input {display_name(name)}: expected shape {list(t.shape)}, got {list(arr.shape)}")
-            if arr.dtype != dt.to_numpy(t.dtype):
-                raise GraphError(f"input {display_name(name)}: expected dtype {t.dtype}, got {arr.dtype}")
-            self._buffers[self._input_buffers[name]][...] = arr
+            if arr.dtype not in self._accepts[name]:
+                want = " or ".join(sorted(str(d) for d in self._accepts[name]))
+                raise GraphError(f"input {display_name(name)}: expected dtype {want}, got {arr.dtype}")
+            self._buffers[self._input_buffers[name]][...] = arr  # a half-precision array: widened here
 
     def _execute(self) -> None:
         for fn, ptrs in self._calls:
             fn(*ptrs)
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Run on named numpy inputs (exact shape and dtype); returns fresh output arrays."""
+        """Run on named numpy inputs (exact shape and dtype; an input with a float16/bfloat16
+        boundary takes that dtype or float32); returns fresh output arrays (a half-precision
+        output rounded to its boundary dtype)."""
         self._set_inputs(inputs)
         self._execute()
-        return {name: self._buffers[b].copy() for name, b in self._outputs}
+        return {name: self._buffers[b].astype(self._out_dtypes[name]) if name in self._out_dtypes
+                else self._buffers[b].copy() for name, b in self._outputs}
 
     def benchmark(self, repeat: int = 5, min_repeat_ms: float = 100, warmup_ms: float = 200) -> dict[str, float]:
         """Median seconds per inference (``mean``), the executor's own dispatch cost per inference
@@ -145,6 +158,7 @@ class NetworkModule:
             "inputs": [{"name": n, "shape": list(t.shape), "dtype": t.dtype, "buffer": self._input_buffers[n]}
                        for n, t in self.input_types.items()],
             "outputs": [{"name": n, "buffer": b} for n, b in self._outputs],
+            "io_dtypes": self.io_dtypes,
             "buffers": [list(sp) for sp in self._specs],
             "kernels": [{"symbol": k.compiled.name, "toolchain": k.compiled.toolchain_key,
                          "args": [{"name": a.name, "shape": list(a.shape), "dtype": a.dtype, "written": a.written}
@@ -371,7 +385,8 @@ def link(plan: NetworkPlan, schedules: Sequence[Any]) -> NetworkModule:
     for st in steps:
         st.args = [view(b, tuple(a.shape)) for b, a in zip(st.args, st.kernel.args)]
     outputs = [(o, view(buffer_of(out_keys[o]), types[o].shape)) for o in graph.outputs]
-    return NetworkModule(dict(graph.inputs), outputs, specs, consts, {n: ids[n] for n in graph.inputs}, steps)
+    return NetworkModule(dict(graph.inputs), outputs, specs, consts, {n: ids[n] for n in graph.inputs}, steps,
+                         graph.io_dtypes)
 
 
 def _materialise(specs: list[tuple], consts: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -421,6 +436,14 @@ def load_module(path: str | os.PathLike) -> NetworkModule:
         inputs = {i["name"]: TensorType(tuple(i["shape"]), i["dtype"]) for i in meta["inputs"]}
         input_buffers = {i["name"]: int(i["buffer"]) for i in meta["inputs"]}
         outputs = [(o["name"], int(o["buffer"])) for o in meta["outputs"]]
+        given = meta.get("io_dtypes", {})  # older modules: none
+        if not isinstance(given, dict):
+            raise _module_error(meta_file, f"io_dtypes must be an object, got {type(given).__name__}")
+        io_dtypes = {str(k): str(v) for k, v in given.items()}
+        known = set(inputs) | {n for n, _ in outputs}
+        for k, v in io_dtypes.items():
+            if k not in known or v not in BOUNDARY_DTYPES:
+                raise _module_error(meta_file, f"bad io_dtypes entry {k!r}: {v!r}")
         specs = []
         for sp in meta["buffers"]:
             kind = sp[0]
@@ -456,4 +479,4 @@ def load_module(path: str | os.PathLike) -> NetworkModule:
         if isinstance(e, GraphError):
             raise
         raise _module_error(root, f"{type(e).__name__}: {e}") from None
-    return NetworkModule(inputs, outputs, specs, consts, input_buffers, steps)
+    return NetworkModule(inputs, outputs, specs, consts, input_buffers, steps, io_dtypes)

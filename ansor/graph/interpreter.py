@@ -18,6 +18,7 @@ import numpy as np
 from compute.reference import erf as _erf64
 
 from .ir import OPS, Graph, GraphError, Node, display_name
+from .ir_types import numpy_dtype
 from .memory_plan import check_graph_memory
 
 Kernel = Callable[..., np.ndarray]
@@ -36,7 +37,9 @@ def run(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
     """Evaluate ``graph`` on named input arrays; returns ``{output name: array}``.
 
     Every graph input must be given with its exact shape; values are converted to the input's
-    dtype. Errors name the input at fault.
+    dtype (a float16/bfloat16 array for an input whose ``Graph.io_dtypes`` says so becomes
+    float32). Outputs with an ``io_dtypes`` entry are returned in that dtype (float16, or
+    bfloat16 through ``ml_dtypes``). Errors name the input at fault.
     """
     env: dict[str, np.ndarray] = {}
     check_graph_memory(graph, compiled=False, reference=True)  # it keeps every value
@@ -57,7 +60,8 @@ def run(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
     with np.errstate(all="ignore"):
         for node in graph.nodes:
             env[node.name] = eval_node(node, [env[i] for i in node.inputs])
-    return {o: env[o] for o in graph.outputs}
+    return {o: env[o].astype(numpy_dtype(graph.io_dtypes[o])) if o in graph.io_dtypes else env[o]
+            for o in graph.outputs}
 
 
 def eval_node(node: Node, args: list[np.ndarray]) -> np.ndarray:

@@ -36,7 +36,7 @@ import numpy as np
 
 # The records and op rules lived here first: re-exported so ``from ansor.graph.ir import OPS,
 # TensorType, ...`` keeps working.
-from .ir_types import DTYPES, GraphError, Node, TensorType
+from .ir_types import BOUNDARY_DTYPES, DTYPES, GraphError, Node, TensorType
 from .op_rules import OPS, Infer, OpDef, broadcast_shapes  # noqa: F401
 
 
@@ -79,6 +79,11 @@ class Graph:
     nodes: tuple[Node, ...]
     outputs: tuple[str, ...]
     name: str = "graph"
+    # The dtype callers exchange at the boundary where it is not the value's own: {graph input
+    # or output name: "float16" | "bfloat16"} for a float32 value (an imported half-precision
+    # model computes in float32 inside; ``boundary_dtype``, ``interpreter.run`` and the compiled
+    # module convert on the way in and out).
+    io_dtypes: Mapping[str, str] = field(default_factory=dict)
     _types: dict[str, TensorType] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -118,7 +123,19 @@ class Graph:
         for o in self.outputs:
             if o not in types:
                 raise GraphError(f"graph output {display_name(o)} is not defined")
+        object.__setattr__(self, "io_dtypes", dict(self.io_dtypes))
+        for name, dtype in self.io_dtypes.items():
+            if name not in self.inputs and name not in self.outputs:
+                raise GraphError(f"io_dtypes: {display_name(str(name))} is not a graph input or output")
+            if dtype not in BOUNDARY_DTYPES or types[name].dtype != "float32":
+                raise GraphError(f"io_dtypes: {display_name(name)} is {types[name].dtype}; a boundary dtype "
+                                 f"({', '.join(BOUNDARY_DTYPES)}) is for a float32 value, got {dtype!r}")
         object.__setattr__(self, "_types", types)
+
+    def boundary_dtype(self, name: str) -> str:
+        """The dtype a caller gives (input) or gets (output) for ``name``: its ``io_dtypes``
+        entry, else its own dtype."""
+        return self.io_dtypes.get(name) or self.type_of(name).dtype
 
     def type_of(self, name: str) -> TensorType:
         """The type of value ``name`` (input, constant or node)."""
@@ -152,14 +169,16 @@ class Graph:
     def __str__(self) -> str:
         d = display_name
         lines = [f"graph {d(self.name)}("
-                 + ", ".join(f"%{d(n)}: {t}" for n, t in self.inputs.items()) + ") {"]
+                 + ", ".join(f"%{d(n)}: {t}" + (f" as {self.io_dtypes[n]}" if n in self.io_dtypes else "")
+                             for n, t in self.inputs.items()) + ") {"]
         for name, arr in self.constants.items():
             lines.append(f"  const %{d(name)}: {TensorType(arr.shape, str(arr.dtype))}")
         for node in self.nodes:
             attrs = "".join(f", {k}={_fmt_attr(v)}" for k, v in node.attrs.items())
             args = ", ".join(f"%{d(i)}" for i in node.inputs)
             lines.append(f"  %{d(node.name)} = {node.op}({args}{attrs}): {node.type}")
-        lines.append("  return " + ", ".join(f"%{d(o)}" for o in self.outputs))
+        lines.append("  return " + ", ".join(f"%{d(o)}" + (f" as {self.io_dtypes[o]}" if o in self.io_dtypes else "")
+                                             for o in self.outputs))
         lines.append("}")
         return "\n".join(lines)
 

@@ -11,9 +11,28 @@ import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+
 from compute.errors import InputError
 
 DTYPES = ("float32", "float64", "int32", "int64", "bool")
+# Half-precision dtypes a graph exchanges at its boundary (``Graph.io_dtypes``): computed as
+# float32 inside, converted on the way in and out.
+BOUNDARY_DTYPES = ("float16", "bfloat16")
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a value or boundary dtype name. ``bfloat16`` is numpy's through the
+    ``ml_dtypes`` package (a dependency of onnx, not of this package): imported only when a
+    bfloat16 boundary is used, and a clear error when it is not installed."""
+    if name == "bfloat16":
+        try:
+            import ml_dtypes  # noqa: PLC0415 - optional, see above
+        except ImportError:
+            raise GraphError("bfloat16 arrays need the ml_dtypes package (pip install ml_dtypes)") from None
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 # No tensor a machine can hold has more elements (2**48 float32 is 1 PiB): a larger shape comes
 # from hostile input (a model's dims, pads, an image size), and its products (sizes, FLOPs,

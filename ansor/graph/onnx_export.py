@@ -10,7 +10,8 @@ softmax, ...) or a graph output reads it. Weights are converted once (conv HWIO 
 
 Names: ONNX value names are generated (``v0``, ``w3``), never taken from the graph (whose names
 may come from an untrusted model); graph inputs/outputs are ``input_0``... / ``output_0``...
-in ``graph.inputs`` / ``graph.outputs`` order.
+in ``graph.inputs`` / ``graph.outputs`` order. A half-precision boundary (``Graph.io_dtypes``)
+is declared as such, with a Cast to float32 after the input and to the half type before the output.
 
 ``onnx`` is an optional dependency (the ``onnx`` extra), imported when a model is written.
 """
@@ -102,9 +103,14 @@ class Exporter:
     def run(self) -> Any:
         h, onnx = self.helper, self.onnx
         inputs = []
+        half = {"float16": onnx.TensorProto.FLOAT16, "bfloat16": onnx.TensorProto.BFLOAT16}
+        io_dtypes = self.graph.io_dtypes  # a half-precision boundary: declared, cast inside
         for i, (name, t) in enumerate(self.graph.inputs.items()):
             self.plain[name] = f"input_{i}"
-            inputs.append(h.make_tensor_value_info(f"input_{i}", _elem_type(onnx, t.dtype), list(t.shape)))
+            if name in io_dtypes:
+                self.plain[name] = self.node("Cast", [f"input_{i}"], to=onnx.TensorProto.FLOAT)
+            inputs.append(h.make_tensor_value_info(
+                f"input_{i}", half[io_dtypes[name]] if name in io_dtypes else _elem_type(onnx, t.dtype), list(t.shape)))
         for node in self.graph.nodes:
             fn = _OPS.get(node.op) or OPS[node.op].export
             if fn is None:
@@ -113,9 +119,13 @@ class Exporter:
         outputs = []
         for i, name in enumerate(self.graph.outputs):
             src = self.get_plain(name)
-            self.nodes.append(h.make_node("Identity", [src], [f"output_{i}"]))
             t = self.graph.type_of(name)
-            outputs.append(h.make_tensor_value_info(f"output_{i}", _elem_type(onnx, t.dtype), list(t.shape)))
+            if name in io_dtypes:
+                self.nodes.append(h.make_node("Cast", [src], [f"output_{i}"], to=half[io_dtypes[name]]))
+            else:
+                self.nodes.append(h.make_node("Identity", [src], [f"output_{i}"]))
+            outputs.append(h.make_tensor_value_info(
+                f"output_{i}", half[io_dtypes[name]] if name in io_dtypes else _elem_type(onnx, t.dtype), list(t.shape)))
         g = h.make_graph(self.nodes, "ansor_graph", inputs, outputs, self.inits)
         model = h.make_model(g, opset_imports=[h.make_opsetid("", OPSET)], producer_name="ansor-py")
         model.ir_version = min(model.ir_version, 8)  # readable by onnxruntime releases of 2022 on
