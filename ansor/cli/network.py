@@ -17,9 +17,10 @@ import numpy as np
 from ansor import argtypes
 from compute.errors import InputError
 
-from . import network_ops, network_tune, options
+from . import network_tune, options
 from .common import load_model, print_table
 from measure.runtime import num_threads
+from . import network_ops
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

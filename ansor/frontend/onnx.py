@@ -24,8 +24,6 @@ validated as onnxruntime would before any rule runs (``onnx_validate.py``: opset
 strict shape and type inference), every error is one ``OnnxImportError`` naming the node and its
 op, and constant folding has a budget checked before allocating (``fold_limit``).
 
-``supported_operators()`` lists the op types with an import rule (``ansor network ops``).
-
 Code: ``onnx_importer.py`` (loading, the importer and its handler registry), the handlers by
 operator family in ``onnx_ops_elementwise.py``, ``onnx_ops_shape.py`` and ``onnx_ops_nn.py``,
 constant folding and shared shape rules in ``onnx_fold.py``, validation in ``onnx_validate.py``.
@@ -55,19 +53,11 @@ for _def in OPS.values():
         if _op_type in _HANDLERS:
             raise ImportError(f"ONNX operator {_op_type} has two import rules (graph op {_def.name} and another)")
         _HANDLERS[_op_type] = _rule
-
-
-def _shape_rule(imp: _Importer, node: Any, attrs: dict[str, Any]) -> None:
-    """Shape is constant for any input (shapes are static): fold it even when its input is not."""
-    imp.set_const(node.output[0], _FOLD["Shape"](imp, node, attrs, [])[0])
-
-
-_HANDLERS["Shape"] = _shape_rule
+# Shape is constant for any input (shapes are static): fold it even when its input is not.
+_HANDLERS["Shape"] = lambda imp, node, attrs: imp.set_const(node.output[0], _FOLD["Shape"](imp, node, attrs, [])[0])
 # An op that can only be folded (Gather, ConstantOfShape, ...) is an error on non-constant inputs.
 for _op in _FOLD:
     _HANDLERS.setdefault(_op, _const_only)
-# The rules whose output is a constant computed at import: such a node never runs in the network.
-_AT_IMPORT = (_const_only, _shape_rule)
 
 
 def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[int] | None = None, *,
@@ -86,13 +76,18 @@ def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[
     return _Importer(model, where, shape, fold_limit).run()
 
 
+# The rules whose output is a constant computed at import (the fold-only ones, and Shape's, since
+# shapes are static): a node of one of them never runs in the network.
+_AT_IMPORT = (_const_only, _HANDLERS["Shape"])
+
+
 def supported_operators() -> dict[str, str]:
     """Every ONNX op type ``from_onnx`` has an import rule for, sorted by name, mapped to
     ``"graph"`` (imported as graph operators, which the compiled network runs; folded at import
     too when all its inputs are constant) or ``"constant"`` (evaluated at import only: its inputs
     must be constants, except ``Shape``, whose output always is one since shapes are static).
-    The rules are the importer's own table, so this is what an import accepts, by construction;
-    the ONNX validation (opset, schemas, types) still applies to each node."""
+    This is the importer's own rule table (``ansor network ops`` prints it), so it is what an
+    import accepts; the ONNX validation (opset, schemas, types) still applies to each node."""
     return {op: "constant" if _HANDLERS[op] in _AT_IMPORT else "graph" for op in sorted(_HANDLERS)}
 
 
