@@ -23,7 +23,7 @@ def test_supported_operators_is_the_importers_table():
     assert set(ops.values()) == {"graph", "constant"}
     for name in ("Conv", "Gemm", "MatMul", "Softmax", "Add", "Reshape"):
         assert ops[name] == "graph", name
-    for name in ("Gather", "ConstantOfShape", "Shape", "Constant"):
+    for name in ("ConstantOfShape", "Shape", "Constant"):
         assert ops[name] == "constant", name
     # the rules declared with an operator in ansor/graph/ops/ are graph operators
     declared = {t for d in OPS.values() for t in d.onnx}
@@ -36,17 +36,16 @@ def test_supported_operators_is_the_importers_table():
 def test_the_groups_say_what_an_import_does():
     x = np.zeros((2, 3), np.float32)
     # a "constant" op on a graph input is refused, naming the reason
-    gather = make_model([helper.make_node("Gather", ["x", "i"], ["y"], axis=0)], {"x": x},
-                        {"i": np.array([1], np.int64)})
+    fill = make_model([helper.make_node("ConstantOfShape", ["s"], ["y"])], {"s": np.array([2, 3], np.int64)})
     with pytest.raises(Exception, match="evaluated at import"):
-        from_onnx(gather)
+        from_onnx(fill)
     # a "graph" op on a graph input imports as a graph operator
     g = from_onnx(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}))
     assert any(n.op == "relu" for n in g.nodes)
     # an op type missing from the list is refused by name
-    bad = make_model([helper.make_node("Hardmax", ["x"], ["y"])], {"x": x})
-    assert "Hardmax" not in supported_operators()
-    with pytest.raises(Exception, match="unsupported ONNX operator.*Hardmax"):
+    bad = make_model([helper.make_node("NonMaxSuppression", ["x", "x"], ["y"])], {"x": x})
+    assert "NonMaxSuppression" not in supported_operators()
+    with pytest.raises(Exception, match="unsupported ONNX operator.*NonMaxSuppression"):
         from_onnx(bad)
 
 
@@ -56,7 +55,7 @@ def test_cli_lists_both_groups(capsys):
     graph, constant = operator_groups()
     assert out.startswith(f"run as graph operators ({len(graph)}):")
     assert f"evaluated at import to a constant ({len(constant)};" in out
-    assert "  Add, AveragePool," in out
+    assert out.splitlines()[1].startswith("  Add, ")
 
 
 def test_cli_markdown(capsys):
