@@ -83,3 +83,15 @@ def test_write_readme_without_markers_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"ansor: {readme}: needs exactly one {BEGIN}") and err.count("\n") == 1
     assert readme.read_text() == "# no markers\n"
+
+
+def test_without_onnx_the_command_says_what_to_install(monkeypatch, capsys):
+    import ansor.frontend
+
+    def no_onnx():
+        raise ImportError("ansor.frontend.onnx needs the onnx package: pip install 'ansor-py[onnx]'")
+
+    monkeypatch.setattr(ansor.frontend, "supported_operators", no_onnx)
+    assert ansor_main(["network", "ops"]) == 1
+    err = capsys.readouterr().err
+    assert err == "ansor network ops: ansor.frontend.onnx needs the onnx package: pip install 'ansor-py[onnx]'\n"
