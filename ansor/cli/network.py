@@ -1,4 +1,5 @@
-"""``ansor network ...``: list the zoo, show a network's tasks, compile and run a network.
+"""``ansor network ...``: list the zoo, show a network's tasks, compile and run a network (and
+``ops``: the supported ONNX operators, ``network_ops``).
 
 MODEL is a zoo name (``ansor network list``) or a path to an ``.onnx`` file. ``register(sub)``
 adds the ``network`` command to an argparse subparsers object; ``main(argv)`` runs it alone.
@@ -19,6 +20,7 @@ from compute.errors import InputError
 from . import network_tune, options
 from .common import load_model, model_options, print_table
 from measure.runtime import num_threads
+from . import network_ops
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -159,7 +161,7 @@ def _compare(args: argparse.Namespace, threads: int) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add ``network {list, tasks, run, tune}`` to ``subparsers``."""
+    """Add ``network {list, tasks, run, tune, ops}`` to ``subparsers``."""
     p = subparsers.add_parser("network", help="whole networks: list the zoo, show tasks, compile and run")
     sub = p.add_subparsers(dest="network_command", required=True)
     sub.add_parser("list", help="the zoo's network names").set_defaults(func=_cmd_list)
@@ -185,6 +187,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                 "(fresh processes, alternating; 0: skip it)")
         q.set_defaults(func=fn)
     network_tune.add_parser(sub)
+    network_ops.add_parser(sub)
     return p
 
 

@@ -25,4 +25,11 @@ def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[
     return _impl(model_or_path, shape, batch=batch, fold_limit=fold_limit)
 
 
-__all__ = ["from_onnx"]
+def supported_operators() -> dict[str, str]:
+    """ONNX op type -> ``"graph"`` or ``"constant"`` (evaluated at import) for every op type
+    ``from_onnx`` imports, sorted; see ``ansor.frontend.onnx.supported_operators``."""
+    from .onnx import supported_operators as _impl  # deferred: needs the optional onnx package
+    return _impl()
+
+
+__all__ = ["from_onnx", "supported_operators"]

@@ -64,6 +64,20 @@ _HANDLERS["Shape"] = lambda imp, node, attrs: imp.set_const(node.output[0], _FOL
 for _op in _FOLD:
     _HANDLERS.setdefault(_op, _const_only)
 
+# The rules whose output is a constant computed at import (the fold-only ones, and Shape's, since
+# shapes are static): a node of one of them never runs in the network.
+_AT_IMPORT = (_const_only, _HANDLERS["Shape"])
+
+
+def supported_operators() -> dict[str, str]:
+    """Every ONNX op type ``from_onnx`` has an import rule for, sorted by name, mapped to
+    ``"graph"`` (imported as graph operators, which the compiled network runs; folded at import
+    too when all its inputs are constant) or ``"constant"`` (evaluated at import only: its inputs
+    must be constants, except ``Shape``, whose output always is one since shapes are static).
+    This is the importer's own rule table (``ansor network ops`` prints it), so it is what an
+    import accepts; the ONNX validation (opset, schemas, types) still applies to each node."""
+    return {op: "constant" if _HANDLERS[op] in _AT_IMPORT else "graph" for op in sorted(_HANDLERS)}
+
 
 def from_onnx(model_or_path: Any, shape: Mapping[str, Sequence[int]] | Sequence[int] | None = None, *,
               batch: int | None = None, fold_limit: int | None = None) -> Graph:
