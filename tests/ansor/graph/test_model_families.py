@@ -12,7 +12,8 @@ below 1e-4 times max |onnxruntime| (relative to the output's scale).
 A family whose ONNX operators the importer lacks today is ``xfail(strict=True)`` on the import
 error, naming the operators: once they land the test passes, strict xfail turns that into a
 failure, and the mark must go. The slow test tunes each family for one trial per task through
-the task scheduler (as ``ansor network tune`` does), then compiles from the log and checks again.
+the task scheduler (as ``ansor network tune`` does), then compiles from the log (strict: every
+task from a tuned record) and checks again.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ LACKS = {
     "gpt2": "Split, then Gather of non-constant ids (nn.Embedding) and Where of non-constants (masked_fill)",
     "unet": "ConvTranspose, Resize",
     "deeplab": "Resize (bilinear, align_corners=False)",
-    "whisper_encoder": "Mod (of shape constants), then Gather of non-constant data (constant index)",
+    "whisper_encoder": "Mod (of shape constants), then 1-D Conv (Conv1d), then Gather of non-constant data "
+                       "(constant index)",
 }
 
 
@@ -86,20 +88,35 @@ def test_family_matches_onnxruntime(name):
     _check(ansor.compile_network(graph, verbose=False), path, inp, shape, high)
 
 
+def _tune(plan, log: Path, trials: int, only: set[int] | None = None):
+    """One round-robin pass of the task scheduler (one trial per task, resumed from ``log``);
+    ``only``: the task indices to tune (the others keep their records)."""
+    from ansor.task_scheduler import TaskScheduler
+    from sketch.search_policy import SearchParams
+
+    flt = None if only is None else (lambda i, _task: i in only)
+    return TaskScheduler(plan.tasks, plan.weights, strategy="round-robin", seed=0, remeasure_best=1,
+                         callbacks=[], task_filter=flt).tune(
+        ansor.TuningOptions(num_measure_trials=trials, num_measures_per_round=1, log_file=log, verbose=0,
+                            seed=0, search_params=SearchParams(population_size=16, num_generations=1,
+                                                               init_min_population=4)))
+
+
 @pytest.mark.parametrize("name", _params([pytest.mark.slow]))
 def test_tuned_family_matches_onnxruntime(name, tmp_path):
     from ansor.graph.plan import plan_network
-    from ansor.task_scheduler import TaskScheduler
-    from sketch.search_policy import SearchParams
 
     path, inp, shape, high = _model(name)
     graph = ansor.frontend.from_onnx(str(path), shape={inp: shape})
     plan = plan_network(graph)
     log = tmp_path / f"{name}.json"
     n = len(plan.tasks)
-    res = TaskScheduler(plan.tasks, plan.weights, seed=0, remeasure_best=1, callbacks=[]).tune(
-        ansor.TuningOptions(num_measure_trials=n, num_measures_per_round=1, log_file=log, verbose=0, seed=0,
-                            search_params=SearchParams(population_size=16, num_generations=1,
-                                                       init_min_population=4)))
-    assert res.trials == n and log.exists()
-    _check(ansor.compile_network(plan, log_file=log, verbose=False), path, inp, shape, high)
+    res = _tune(plan, log, n)
+    assert res.task_trials == [1] * n
+    for _ in range(2):  # a measurement may fail on a loaded machine: such a task gets another trial
+        missing = {i for i, cost in enumerate(res.best_costs) if cost is None}
+        if not missing:
+            break
+        res = _tune(plan, log, len(missing), missing)
+    # strict: every task runs a schedule from the log (UntunedTaskError names any that has none)
+    _check(ansor.compile_network(plan, log_file=log, verbose=False, strict=True), path, inp, shape, high)
