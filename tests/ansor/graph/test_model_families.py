@@ -37,15 +37,14 @@ RTOL = 1e-4
 # What each family lacks today, in the order the importer meets it (a later need is hidden by
 # an earlier one: "Gather of non-constant data" is e.g. the q/k/v pick of nn.MultiheadAttention).
 LACKS = {
-    "mobilenet_v3": "HardSigmoid, HardSwish",
+    "mobilenet_v3": None,
     "efficientnet": None,
     "convnext": None,
-    "vit": "Mod (of shape constants), then Gather of non-constant data (constant index)",
-    "gpt2": "Split, then Gather of non-constant ids (nn.Embedding) and Where of non-constants (masked_fill)",
-    "unet": "ConvTranspose, Resize",
-    "deeplab": "Resize (bilinear, align_corners=False)",
-    "whisper_encoder": "Mod (of shape constants), then 1-D Conv (Conv1d), then Gather of non-constant data "
-                       "(constant index)",
+    "vit": None,
+    "gpt2": None,
+    "unet": None,
+    "deeplab": None,
+    "whisper_encoder": "1-D Conv (Conv1d)",
 }
 
 
