@@ -73,7 +73,8 @@ def _lower(ctx: LowerCtx, node: Node, xs: list[Tensor]) -> Tensor:
 
 def _torch(r: Any, node: Node, x: Any, gamma: Any, beta: Any) -> Any:
     shape = tuple(x.shape[node.attrs["axis"]:])
-    return r.F.layer_norm(x, shape, gamma.reshape(shape), beta.reshape(shape), node.attrs["eps"])
+    # gamma and beta may have a lower rank (or 1s) and broadcast to the normalised shape
+    return r.F.layer_norm(x, shape, gamma.expand(shape), beta.expand(shape), node.attrs["eps"])
 
 
 def _import(imp: Any, node: Any, attrs: dict[str, Any]) -> None:
