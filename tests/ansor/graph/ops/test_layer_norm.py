@@ -1,7 +1,6 @@
 """LayerNormalization (ansor/graph/ops/layer_norm.py) against onnxruntime in all its parts: every
 axis of 2-, 3- and 4-D inputs, negative ones too, with and without beta, epsilon, and gamma/beta
 of lower rank that broadcast to the normalised shape."""
-import numpy as np
 import pytest
 from onnx import helper
 
