@@ -28,9 +28,11 @@ Shapes are static: dynamic input dimensions are given with ``shape=``/``batch=``
 (``onnx_inputs.py``). Half precision (float16, bfloat16) is computed in float32, converted at
 the graph's boundary (``onnx_half.py``).
 
-Code: ``onnx_importer.py`` (loading, the importer and its handler registry), the handlers by
-operator family in ``onnx_ops_elementwise.py``, ``onnx_ops_shape.py`` and ``onnx_ops_nn.py``,
-constant folding and shared shape rules in ``onnx_fold.py``, validation in ``onnx_validate.py``.
+Code: ``onnx_importer.py`` (loading, the importer and its dispatch), the import rule of each
+ONNX op with the graph operator it makes (``OpDef.onnx`` in ``ansor/graph/ops/``: e.g. Conv in
+``conv2d.py``, BatchNormalization and its folding in ``batch_norm.py``, the NHWC reshape tricks in
+``reshape.py``), the ONNX shape and padding rules they share in ``ansor/graph/onnx_import_kit.py``,
+constant folding in ``onnx_fold.py``, validation in ``onnx_validate.py``.
 """
 from __future__ import annotations
 
@@ -43,16 +45,14 @@ except ImportError as e:  # pragma: no cover - exercised by a subprocess test wi
     raise ImportError("ansor.frontend.onnx needs the onnx package: pip install 'ansor-py[onnx]'") from e
 
 from ..graph.ir import OPS, Graph
-# The handler modules register their operators in _HANDLERS when imported; the fold-only
-# fallbacks below must come after them (setdefault keeps the real handlers).
-from . import onnx_ops_elementwise, onnx_ops_nn, onnx_ops_shape  # noqa: F401
 from .onnx_fold import FOLD as _FOLD
 from .onnx_fold import OnnxImportError
 from .onnx_importer import _HANDLERS, _const_only, _Importer, _load
 from .onnx_inputs import ShapeArgumentError
 
 
-# The import rules of the operators declared in ansor/graph/ops/ (one home per operator).
+# The import rules of the operators declared in ansor/graph/ops/ (one home per operator); the
+# fold-only fallbacks below come after them (setdefault keeps the real rules).
 for _def in OPS.values():
     for _op_type, _rule in _def.onnx.items():
         if _op_type in _HANDLERS:

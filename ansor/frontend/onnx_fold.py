@@ -1,7 +1,8 @@
 """Constant folding for the ONNX importer: numpy evaluation of every node whose inputs are all
 constants (Constant, ConstantOfShape, Shape, Gather, Unsqueeze, Concat, Reshape, arithmetic, ...),
-so the shape computations exporters emit become plain constants at import, plus the shape rules
-(Reshape, Flatten, Squeeze, Unsqueeze, Slice) the importer shares with them.
+so the shape computations exporters emit become plain constants at import. The ONNX shape rules
+(Reshape, Flatten, Squeeze, Unsqueeze, Slice) it shares with the import rules of the operators
+live in ``ansor/graph/onnx_import_kit.py``.
 
 Fold functions take ``(imp, node, attrs, args)``: the importer (for ``opset``, ``where``, ``err``,
 ``val`` and ``const_of``), the ONNX node, its decoded attributes and the constant input arrays,
@@ -20,6 +21,9 @@ from onnx import numpy_helper
 
 from ..graph.ir import display_name
 from ..graph.ops.split import onnx_split
+# ONNX's shape rules, shared with the import rules of the operators (ansor/graph/ops/).
+from ..graph.onnx_import_kit import (ONNX_DTYPES, axis_in, flatten_axis, reshape_shape, slice_params, squeezed,
+                                     unsqueezed)
 from compute.errors import InputError
 from compute.memory import check_bytes, nbytes_of
 
@@ -28,9 +32,8 @@ class OnnxImportError(InputError):
     """The model cannot be imported: not ONNX, truncated, unsupported ops or unknown shapes."""
 
 
-# ONNX element types we import, as numpy dtype names.
-NP_DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64",
-             onnx.TensorProto.INT32: "int32", onnx.TensorProto.INT64: "int64", onnx.TensorProto.BOOL: "bool"}
+# ONNX element types we import, as numpy dtype names (the import rules' table).
+NP_DTYPES = ONNX_DTYPES
 
 
 def tensor_array(t: onnx.TensorProto, where: str) -> np.ndarray:
@@ -43,85 +46,6 @@ def tensor_array(t: onnx.TensorProto, where: str) -> np.ndarray:
         return numpy_helper.to_array(t)
     except Exception as e:
         raise OnnxImportError(f"{where}: tensor {display_name(t.name)} cannot be decoded ({e})") from None
-
-
-def reshape_shape(in_shape: Sequence[int], target: Sequence[int], allowzero: bool) -> tuple[int, ...]:
-    """ONNX Reshape's output shape: 0 copies the input dimension (unless allowzero), -1 is inferred."""
-    shape = [int(d) for d in target]
-    for i, d in enumerate(shape):
-        if d == 0 and not allowzero:
-            shape[i] = in_shape[i]
-    if shape.count(-1) > 1:
-        raise ValueError(f"reshape target {list(target)} has more than one -1")
-    if -1 in shape:
-        rest = math.prod(d for d in shape if d != -1)
-        shape[shape.index(-1)] = math.prod(in_shape) // rest if rest else 0
-    if math.prod(shape) != math.prod(in_shape):
-        raise ValueError(f"cannot reshape {list(in_shape)} to {list(target)}")
-    return tuple(shape)
-
-
-def axis_in(axis: int, rank: int, what: str = "axis") -> int:
-    """``axis`` in [0, rank) as the ONNX spec allows it: [-rank, rank - 1], negative from the back.
-    Out of range is an error (onnxruntime refuses it), never wrapped."""
-    axis = int(axis)
-    if not -rank <= axis < rank:
-        raise ValueError(f"{what} {axis} is out of range [{-rank}, {rank - 1}] for rank {rank}")
-    return axis + rank if axis < 0 else axis
-
-
-def flatten_axis(attrs: dict[str, Any], rank: int) -> int:
-    """Flatten's axis in [0, rank]; a negative one counts from the back (-1 is rank - 1)."""
-    axis = int(attrs.get("axis", 1))
-    if not -rank <= axis <= rank:
-        raise ValueError(f"Flatten axis {axis} is out of range [-{rank}, {rank}]")
-    return axis + rank if axis < 0 else axis
-
-
-def unsqueezed(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, ...]:
-    """``shape`` with 1s inserted at ``axes`` (axes of the output, negative from the back)."""
-    rank = len(shape) + len(axes)
-    ax = sorted(axis_in(a, rank, "Unsqueeze axis") for a in axes)
-    if len(set(ax)) != len(ax):
-        raise ValueError(f"Unsqueeze axes {list(axes)} repeat an axis")
-    out, it = [], iter(shape)
-    for i in range(rank):
-        out.append(1 if i in ax else next(it))
-    return tuple(out)
-
-
-def squeezed(shape: Sequence[int], axes: Sequence[int] | None) -> tuple[int, ...]:
-    """``shape`` without ``axes`` (all its 1s when ``axes`` is empty)."""
-    ax = ({axis_in(a, len(shape), "Squeeze axis") for a in axes} if axes
-          else {i for i, d in enumerate(shape) if d == 1})
-    if any(shape[a] != 1 for a in ax):
-        raise ValueError(f"Squeeze axes {list(axes or [])} name a dimension that is not 1 in {list(shape)}")
-    return tuple(d for i, d in enumerate(shape) if i not in ax)
-
-
-def slice_params(imp: Any, node: onnx.NodeProto, attrs: dict[str, Any],
-                 shape: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
-    """ONNX Slice (attributes before opset 10, constant inputs after) as per-axis begin, end and
-    step, clamped to ``shape``; negative steps are refused."""
-    rank = len(shape)
-    if imp.opset < 10:
-        starts, ends = list(attrs["starts"]), list(attrs["ends"])
-        axes, steps = list(attrs.get("axes", range(len(starts)))), [1] * len(starts)
-    else:
-        starts = [int(v) for v in imp.const_of(node, 1, "starts").reshape(-1)]
-        ends = [int(v) for v in imp.const_of(node, 2, "ends").reshape(-1)]
-        ax = imp.const_of(node, 3, "axes")
-        st = imp.const_of(node, 4, "steps")
-        axes = list(range(len(starts))) if ax is None else [int(a) for a in ax.reshape(-1)]
-        steps = [1] * len(starts) if st is None else [int(s) for s in st.reshape(-1)]
-    begin, end, step = [0] * rank, list(shape), [1] * rank
-    for s, e, a, k in zip(starts, ends, axes, steps):
-        if k <= 0:
-            raise imp.err(node, f"only positive slice steps are supported, got {k}")
-        a = axis_in(a, rank, "Slice axis")
-        b0, e0, _ = slice(s, e, k).indices(shape[a])
-        begin[a], end[a], step[a] = b0, max(e0, b0), k
-    return begin, end, step
 
 
 # op type -> fold function (``(imp, node, attrs, args) -> [output arrays]``)

@@ -1,11 +1,12 @@
 """The ONNX importer's core: loading a model, the values it tracks and the node dispatch.
 
 ``_Importer`` walks the graph in order, folds all-constant nodes (``onnx_fold.py``) and hands
-every other node to the handler registered for its op type in ``_HANDLERS``. The handlers live in
-per-family modules (``onnx_ops_elementwise.py``, ``onnx_ops_shape.py``, ``onnx_ops_nn.py``) that
-register themselves with ``_handles``; ``onnx.py`` imports them all and is the entry point.
-Each ONNX value is kept as a constant or as graph vars in the model's own layout and/or NHWC
-(``_Val``), so that layout conversions are added only where a value crosses layouts.
+every other node to the import rule registered for its op type in ``_HANDLERS``. The rules are
+declared with the graph operators they make (``OpDef.onnx``, in ``ansor/graph/ops/``);
+``onnx.py`` fills ``_HANDLERS`` from the registry and is the entry point. Each ONNX value is kept
+as a constant or as graph vars in the model's own layout and/or NHWC (``_Val``), so that layout
+conversions are added only where a value crosses layouts; the rules reach it through the
+methods below (``plain``, ``nhwc``, ``set_plain``, ``set_nhwc``, ``alias``, ...).
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from compute.memory import available_bytes
 from ..graph.builder import GraphBuilder, Var
 from ..graph.ir import DTYPES, Graph, GraphError, display_name
 from ..graph.ir_types import BOUNDARY_DTYPES
+from ..graph.onnx_import_kit import TO_NCHW as _TO_NCHW
+from ..graph.onnx_import_kit import TO_NHWC as _TO_NHWC
 from .onnx_fold import FOLD as _FOLD
 from .onnx_fold import NP_DTYPES as _NP_DTYPES
 from .onnx_fold import OnnxImportError, fold_limit
@@ -30,11 +33,6 @@ from .onnx_fold import tensor_array as _tensor
 from .onnx_half import HALF_NUMPY, HALF_TYPES, cast_to_half
 from .onnx_inputs import InputShapes
 from .onnx_validate import node_label, validate_model
-
-
-_TO_NHWC = (0, 2, 3, 1)
-_TO_NCHW = (0, 3, 1, 2)
-_NCHW_AXIS_IN_NHWC = {0: 0, 1: 3, 2: 1, 3: 2}
 
 
 @dataclass
@@ -52,7 +50,7 @@ class _Val:
     flat_nhwc: tuple[Var, str, int] | None = None
     # A 5-D value split from an NHWC map's channels ([N, A, B, H, W], ShuffleNet's channel
     # shuffle), stored as ``var = value.transpose(perm)`` with the spatial axes kept inner-most
-    # but one: Transposes of it only change ``perm``; see _reshape_to.
+    # but one: Transposes of it only change ``perm`` (ansor/graph/ops/reshape.py, transpose.py).
     permuted: tuple[Var, tuple[int, ...]] | None = None
 
 
@@ -168,6 +166,21 @@ class _Importer:
     def set_nhwc(self, name: str, var: Var) -> None:
         n, h, w, c = var.shape
         self.env[name] = _Val((n, c, h, w), var.dtype, nhwc=var)
+
+    def alias(self, name: str, src: str) -> None:
+        """ONNX value ``name`` is the same value as ``src``, in every layout it is held in."""
+        self.env[name] = self.env[src]
+
+    def set_flat_nhwc(self, name: str, shape: tuple[int, ...], dtype: str, var: Var, src: str,
+                      channels: int) -> None:
+        """``name`` is ``src`` (an NHWC map of ``channels``) flattened to ``shape`` [N, C*H*W]
+        but held as ``var`` in NHWC element order (see ``_Val.flat_nhwc``)."""
+        self.env[name] = _Val(shape, dtype, flat_nhwc=(var, src, channels))
+
+    def set_permuted(self, name: str, shape: tuple[int, ...], dtype: str, var: Var,
+                     perm: tuple[int, ...]) -> None:
+        """``name`` (of logical ``shape``) is held as ``var = value.transpose(perm)``."""
+        self.env[name] = _Val(shape, dtype, permuted=(var, perm))
 
     def set_const(self, name: str, arr: np.ndarray) -> None:
         arr = np.asarray(arr)
@@ -302,15 +315,8 @@ class _Importer:
 # ---- node handlers ---------------------------------------------------------------------------------
 
 Handler = Callable[[_Importer, onnx.NodeProto, dict[str, Any]], None]
+# ONNX op type -> import rule (filled by onnx.py from the operators' OpDef.onnx)
 _HANDLERS: dict[str, Handler] = {}
-
-
-def _handles(*ops: str) -> Callable[[Handler], Handler]:
-    def deco(fn: Handler) -> Handler:
-        for op in ops:
-            _HANDLERS[op] = fn
-        return fn
-    return deco
 
 
 def _const_only(imp: _Importer, node: onnx.NodeProto, attrs: dict[str, Any]) -> None:

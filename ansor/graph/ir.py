@@ -22,8 +22,10 @@ name that is not a plain identifier-like string, and nothing here turns a name i
 Each op also carries a fusion pattern (relay's ``OpPattern``: elemwise, broadcast, injective,
 reduce, out_elemwise_fusable, opaque) for the passes that partition the graph.
 
-Code: ``ir_types.py`` (dtypes, ``GraphError``, ``TensorType``, ``Node``), ``op_rules.py`` (``OPS``:
-each op's arity, pattern and type rule), this module (``make_node``, ``Graph``, printing).
+Code: ``ir_types.py`` (dtypes, ``GraphError``, ``TensorType``, ``Node``), ``op_rules.py`` (the
+registry ``OPS`` of ``OpDef``\\ s and the helpers of type rules), ``ops/`` (one module per operator
+or small family, with everything the op needs: arity, pattern, type rule, numpy reference,
+lowering, ONNX import and export, PyTorch peer), this module (``make_node``, ``Graph``, printing).
 """
 from __future__ import annotations
 
