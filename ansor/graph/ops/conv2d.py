@@ -10,6 +10,7 @@ accumulating in float64.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -148,27 +149,64 @@ def _torch(r: Runner, node: Node, xs: list[Value]) -> Value:
 def _import(imp: Any, node: Any, attrs: dict[str, Any]) -> None:
     x = imp.val(node.input[0])
     w = imp.const_of(node, 1, "the weight")
+    if len(x.shape) == 3 and w.ndim == 3:
+        _import_1d(imp, node, attrs, w)
+        return
     if len(x.shape) != 4 or w.ndim != 4:
-        raise imp.err(node, f"only 2-D convolution is supported (input {list(x.shape)}, weight {list(w.shape)})")
-    if str(w.dtype) != x.dtype:
-        raise imp.err(node, f"the weight is {w.dtype} but the input is {x.dtype} (ONNX needs one type)")
+        raise imp.err(node, f"only 1-D and 2-D convolutions are supported (input {list(x.shape)}, "
+                            f"weight {list(w.shape)})")
+    out = node.output[0]
+    conv, wv, bias, y = _conv(imp, node, attrs, imp.nhwc(node.input[0]), x.shape[2:], w, imp.name_for(out, True))
+    imp.set_nhwc(out, y)
+    imp.conv_of[out] = (conv, wv, bias)
+
+
+def _import_1d(imp: Any, node: Any, attrs: dict[str, Any], w: np.ndarray) -> None:
+    """A 1-D Conv (audio, Whisper's stem) as the 2-D one over an image of height 1: [N, C, L] ->
+    NHWC [N, 1, L, C], the weight [CO, CI/g, K] -> [CO, CI/g, 1, K], and back to [N, CO, L']."""
+    x = imp.val(node.input[0])
+    n, c, length = x.shape
+    as_2d = dict(attrs)
+    for key, one in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
+        if key in attrs:
+            if len(attrs[key]) != 1:
+                raise imp.err(node, f"{key} {list(attrs[key])} must have 1 value for a 1-D Conv")
+            as_2d[key] = [one, *attrs[key]]
+    if "pads" in attrs:
+        if len(attrs["pads"]) != 2:
+            raise imp.err(node, f"pads {list(attrs['pads'])} must have 2 values for a 1-D Conv")
+        as_2d["pads"] = [0, attrs["pads"][0], 0, attrs["pads"][1]]
+    out = node.output[0]
+    image = imp.b.reshape(imp.b.transpose(imp.plain(node.input[0]), (0, 2, 1), name=f"{out}:nlc"),
+                          (n, 1, length, c), name=f"{out}:nhwc_in")
+    _, _, _, y = _conv(imp, node, as_2d, image, (1, length), w[:, :, None, :], f"{out}:nhwc")
+    _, _, out_len, co = y.shape
+    flat = imp.b.reshape(y, (n, out_len, co), name=f"{out}:nlc_out")
+    imp.set_plain(out, imp.b.transpose(flat, (0, 2, 1), name=out))
+
+
+def _conv(imp: Any, node: Any, attrs: dict[str, Any], x_nhwc: Any, in_hw: Sequence[int], w: np.ndarray,
+          name: str) -> tuple[Any, Any, Any, Any]:
+    """The conv2d (+ bias add) of an NHWC graph value and an OIHW weight: (conv, weight var, bias
+    var or None, result)."""
+    if str(w.dtype) != imp.val(node.input[0]).dtype:
+        raise imp.err(node, f"the weight is {w.dtype} but the input is {imp.val(node.input[0]).dtype} "
+                            "(ONNX needs one type)")
     kernel = w.shape[2:]
     if "kernel_shape" in attrs and tuple(attrs["kernel_shape"]) != kernel:
         raise imp.err(node, f"kernel_shape {attrs['kernel_shape']} differs from the weight {list(w.shape)}")
     strides = tuple(attrs.get("strides", (1, 1)))
     dil = tuple(attrs.get("dilations", (1, 1)))
-    pads = spatial_pads(imp, node, attrs, x.shape[2:], kernel, strides, dil)
+    pads = spatial_pads(imp, node, attrs, in_hw, kernel, strides, dil)
     wv = imp.b.constant(np.ascontiguousarray(w.transpose(2, 3, 1, 0)), name=f"{node.input[1]}:hwio", copy=False)
-    out = node.output[0]
-    y = imp.b.conv2d(imp.nhwc(node.input[0]), wv, strides=strides, padding=pads, dilation=dil,
-                     groups=int(attrs.get("group", 1)), name=imp.name_for(out, True) + (":conv" if len(node.input) > 2 else ""))
+    y = imp.b.conv2d(x_nhwc, wv, strides=strides, padding=pads, dilation=dil,
+                     groups=int(attrs.get("group", 1)), name=name + (":conv" if len(node.input) > 2 else ""))
     conv, bias = y, None
     bias_arr = imp.const_of(node, 2, "the bias")
     if bias_arr is not None:
         bias = imp.b.constant(bias_arr.astype(w.dtype), name=node.input[2])
-        y = imp.b.add(conv, bias, name=imp.name_for(out, True))
-    imp.set_nhwc(out, y)
-    imp.conv_of[out] = (conv, wv, bias)
+        y = imp.b.add(conv, bias, name=name)
+    return conv, wv, bias, y
 
 
 CONV2D = register_op(OpDef(

@@ -44,7 +44,7 @@ LACKS = {
     "gpt2": None,
     "unet": None,
     "deeplab": None,
-    "whisper_encoder": "1-D Conv (Conv1d)",
+    "whisper_encoder": None,
 }
 
 

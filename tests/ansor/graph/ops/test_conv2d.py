@@ -3,8 +3,10 @@ asymmetric and auto_pad padding, groups and depthwise (multiplier 1 and 2), with
 import pytest
 from onnx import helper
 
+from ansor.frontend.onnx import OnnxImportError, from_onnx
+
 from ..onnx_util import rand
-from ..op_check import check_everywhere
+from ..op_check import check_everywhere, model_of
 
 
 @pytest.mark.parametrize("attrs, ci, co, group", [
@@ -20,3 +22,19 @@ def test_conv(attrs, ci, co, group):
                          {"x": rand(2, ci, 9, 7)}, {"w": rand(co, ci // group, 3, 3, seed=1), "b": rand(co, seed=2)},
                          rtol=1e-4)
     assert g.op_counts()["conv2d"] == 1
+
+
+@pytest.mark.parametrize("attrs", [{"pads": [1, 1]}, {"strides": [2], "pads": [1, 0], "dilations": [2]},
+                                   {"group": 2}, {"auto_pad": "SAME_UPPER", "strides": [2]}])
+def test_conv1d_as_a_height_one_conv2d(attrs):
+    # Whisper's stem: 1-D Conv over [N, C, L], imported as the 2-D conv of an image of height 1
+    g = check_everywhere([helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)], {"x": rand(2, 4, 11)},
+                         {"w": rand(6, 4 // attrs.get("group", 1), 3, seed=1), "b": rand(6, seed=2)}, rtol=1e-4)
+    assert g.op_counts()["conv2d"] == 1
+
+
+def test_conv1d_with_2d_attributes_is_an_error_naming_the_node():
+    model = model_of([helper.make_node("Conv", ["x", "w"], ["y"], strides=[1, 1])], {"x": rand(1, 2, 5)},
+                     {"w": rand(3, 2, 3, seed=1)})
+    with pytest.raises(OnnxImportError, match=r"node y \(Conv\): .*strides"):
+        from_onnx(model)
