@@ -18,6 +18,7 @@ from compute.tensor import Tensor
 
 from ..ir_types import Node, TensorType
 from ..onnx_export import Exporter
+from ..op_kit_broadcast import broadcast_export, broadcast_torch
 from ..op_rules import OpDef, broadcast_shapes, register_op, same_dtype
 from ..te_ops import LowerCtx, broadcast_index
 from ..torch_peer import Runner, Value
@@ -44,32 +45,11 @@ def _lower(expr: Callable[[Expr, Expr], Expr]) -> Callable[[LowerCtx, Node, list
 
 
 def _export(onnx_op: str) -> Callable[[Exporter, Node], None]:
-    def export(e: Exporter, n: Node) -> None:
-        if len(n.type.shape) == 4 and any(e.is_image(v) for v in n.inputs):
-            e.nchw[n.name] = e.node(onnx_op, [e.image_operand(v) for v in n.inputs])
-        else:
-            e.plain[n.name] = e.node(onnx_op, [e.get_plain(v) for v in n.inputs])
-    return export
-
-
-def _image_operand(v: Value) -> Any:
-    """An operand next to an NCHW image: images as they are, a lower-rank operand (a
-    per-channel bias [C]) first broadcast to NHWC rank, then permuted like the image."""
-    if v.nchw:
-        return v.t
-    t = v.t
-    if t.dim() < 4:
-        t = t.reshape((1,) * (4 - t.dim()) + tuple(t.shape))
-    return t.permute(0, 3, 1, 2)
+    return broadcast_export(lambda e, n, xs: e.node(onnx_op, xs))
 
 
 def _torch(fn_name: str) -> Callable[[Runner, Node, list[Value]], Value]:
-    def peer(r: Runner, node: Node, xs: list[Value]) -> Value:
-        fn = getattr(r.torch, fn_name)
-        if any(v.nchw for v in xs) and len(node.type.shape) == 4:
-            return Value(fn(*[_image_operand(v) for v in xs]), True)
-        return Value(fn(*[v.plain() for v in xs]))
-    return peer
+    return broadcast_torch(lambda r, node, *ts: getattr(r.torch, fn_name)(*ts))
 
 
 def _import(op: str) -> Callable[[Any, Any, dict[str, Any]], None]:
