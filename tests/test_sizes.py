@@ -18,10 +18,6 @@ PACKAGES = ("compute", "sketch", "measure", "cost_model", "ansor")
 MAX_FILE_LINES = 500
 MAX_CLASS_LINES = 300
 
-# Files still over a limit, each to be split (issue 41); an entry must go as soon as its file is
-# under the limit (checked below), and any other file over it fails at once.
-KNOWN_OVER: frozenset[str] = frozenset({"compute/expr.py"})
-
 
 def classes_over(path_glob: str, limit: int, root: pathlib.Path = ROOT) -> list[str]:
     """``path:line: Class (n lines)`` for every class (nested ones too) longer than ``limit``
@@ -44,30 +40,18 @@ def files_over(path_glob: str, limit: int, root: pathlib.Path = ROOT) -> list[st
             if (n := len(p.read_text().splitlines())) > limit]
 
 
-def _unknown(found: list[str]) -> list[str]:
-    return [f for f in found if f.split(":")[0].split(" ")[0] not in KNOWN_OVER]
-
-
 @pytest.mark.parametrize("package", PACKAGES)
 def test_no_file_over_the_limit(package: str) -> None:
-    found = _unknown(files_over(f"{package}/**/*.py", MAX_FILE_LINES))
+    found = files_over(f"{package}/**/*.py", MAX_FILE_LINES)
     assert not found, (f"files over {MAX_FILE_LINES} lines (split them, one concept per file):\n"
                        + "\n".join(found))
 
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_no_class_over_the_limit(package: str) -> None:
-    found = _unknown(classes_over(f"{package}/**/*.py", MAX_CLASS_LINES))
+    found = classes_over(f"{package}/**/*.py", MAX_CLASS_LINES)
     assert not found, (f"classes over {MAX_CLASS_LINES} lines (split them into collaborators):\n"
                        + "\n".join(found))
-
-
-def test_known_offenders_are_still_over() -> None:
-    # An entry of KNOWN_OVER whose file was split must be removed, so the list only shrinks.
-    over = {f.split(":")[0].split(" ")[0] for pkg in PACKAGES
-            for f in files_over(f"{pkg}/**/*.py", MAX_FILE_LINES)
-            + classes_over(f"{pkg}/**/*.py", MAX_CLASS_LINES)}
-    assert KNOWN_OVER <= over, sorted(KNOWN_OVER - over)
 
 
 def test_every_library_file_is_covered() -> None:
