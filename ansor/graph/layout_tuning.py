@@ -56,7 +56,7 @@ from .layout_solver import LayoutProblem, LayoutSolution, solve
 from .layouts import (NHWC, LayoutCandidates, LayoutError, LayoutLowered, block_of, candidate_layouts,
                       lower_group_in_layout, physical_shape, transform_tensors, why_not)
 from ..untuned import untuned_schedule
-from .tasks import GraphTask, _Occurrence, has_reduction, lower_groups, tasks_from_groups
+from .tasks import GraphTask, Occurrence, has_reduction, lower_groups, tasks_from_groups
 from compute.errors import InputError
 
 SIDECAR_SUFFIX = ".layouts.jsonl"
@@ -86,7 +86,7 @@ class TransformKey:
 class GroupVariants:
     """One fused group occurrence and its candidate layouts (``lowered[k]`` in ``layouts[k]``)."""
 
-    occurrence: _Occurrence
+    occurrence: Occurrence
     candidates: LayoutCandidates
     lowered: tuple[LayoutLowered, ...]
 
@@ -112,7 +112,7 @@ def sidecar_path(log_file: str | os.PathLike) -> Path:
     return Path(os.fspath(log_file) + SIDECAR_SUFFIX)
 
 
-def network_key(occurrences: Sequence[_Occurrence]) -> str:
+def network_key(occurrences: Sequence[Occurrence]) -> str:
     """Identity of a network for its chosen layouts: a hash of its fused groups' NHWC workload
     keys in execution order (names play no part)."""
     h = hashlib.sha256()
@@ -125,7 +125,7 @@ def network_key(occurrences: Sequence[_Occurrence]) -> str:
 # ---------------------------------------------------------------- variants and tasks
 
 def layout_variants(graph: Graph, hw: HardwareParams | None = None,
-                    occurrences: Sequence[_Occurrence] | None = None) -> list[GroupVariants]:
+                    occurrences: Sequence[Occurrence] | None = None) -> list[GroupVariants]:
     """Every fused group of ``graph`` (execution order) with its candidate layouts on ``hw``
     (default: this host), each lowered."""
     hw = hw if hw is not None else host_hardware_params()
@@ -138,12 +138,12 @@ def layout_variants(graph: Graph, hw: HardwareParams | None = None,
     return out
 
 
-def variant_occurrence(v: GroupVariants, k: int) -> _Occurrence:
+def variant_occurrence(v: GroupVariants, k: int) -> Occurrence:
     """The occurrence of ``v`` lowered in its ``k``-th layout (the NHWC one is the original)."""
     if v.layouts[k] == NHWC:
         return v.occurrence
     low = v.lowered[k].lowered
-    return _Occurrence(v.occurrence.group, low, ComputeDAG(low.tensors))
+    return Occurrence(v.occurrence.group, low, ComputeDAG(low.tensors))
 
 
 def extract_layout_tasks(graph: Graph, hw: HardwareParams | None = None, layout_rewrite: bool = True
@@ -461,7 +461,7 @@ def solve_layouts(graph: Graph, log_file: str | os.PathLike, builder: Builder | 
     return LayoutChoice(net, layouts, sol, used, tuple(tuple(c) for c in gcosts))
 
 
-def check_layouts(graph: Graph, occurrences: Sequence[_Occurrence], layouts: Sequence[str],
+def check_layouts(graph: Graph, occurrences: Sequence[Occurrence], layouts: Sequence[str],
                   source: str = "layouts") -> tuple[str, ...]:
     """``layouts`` validated against the network: one per fused group, each one the group can
     take (``GraphError`` naming ``source`` and the group otherwise)."""
@@ -479,7 +479,7 @@ def check_layouts(graph: Graph, occurrences: Sequence[_Occurrence], layouts: Seq
 
 
 def chosen_layouts(graph: Graph, log_file: str | os.PathLike,
-                   occurrences: Sequence[_Occurrence] | None = None) -> tuple[str, ...] | None:
+                   occurrences: Sequence[Occurrence] | None = None) -> tuple[str, ...] | None:
     """The layouts last chosen for this network in ``log_file``'s sidecar, validated, or None."""
     occ = list(occurrences) if occurrences is not None else lower_groups(graph)
     side = sidecar_path(log_file)

@@ -21,7 +21,7 @@ from .fuse import DEFAULT_MAX_DEPTH
 from .ir import Graph
 from .layout_tuning import check_layouts
 from .layouts import NHWC, lower_group_in_layout
-from .tasks import GraphTask, _Occurrence, lower_groups, tasks_from_groups
+from .tasks import GraphTask, Occurrence, lower_groups, tasks_from_groups
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,9 @@ class NetworkPlan:
     tuning, ``task_of``: occurrence index -> task index (absent: not a task)."""
 
     graph: Graph
-    groups: tuple[_Occurrence, ...]
+    groups: tuple[Occurrence, ...]
     layouts: tuple[str, ...]
-    occurrences: tuple[_Occurrence, ...]
+    occurrences: tuple[Occurrence, ...]
     input_layouts: tuple[tuple[str | None, ...], ...]
     tasks: tuple[GraphTask, ...]
     weights: tuple[int, ...]
@@ -60,10 +60,10 @@ def plan_network(graph: Graph, layout_rewrite: bool = True, layouts: Sequence[st
                      "layouts")
 
 
-def _laid_out(graph: Graph, groups: tuple[_Occurrence, ...], layouts: Sequence[str] | None,
+def _laid_out(graph: Graph, groups: tuple[Occurrence, ...], layouts: Sequence[str] | None,
               layout_rewrite: bool, include_simple: bool, source: str) -> NetworkPlan:
     chosen = (NHWC,) * len(groups) if layouts is None else check_layouts(graph, groups, layouts, source)
-    occ: list[_Occurrence] = []
+    occ: list[Occurrence] = []
     needs: list[tuple[str | None, ...]] = []
     for o, lay in zip(groups, chosen):
         if lay == NHWC:  # the group's own lowering (its DAG already hashed): nothing lowered again
@@ -72,7 +72,7 @@ def _laid_out(graph: Graph, groups: tuple[_Occurrence, ...], layouts: Sequence[s
                                for v in o.lowered.inputs))
             continue
         low = lower_group_in_layout(o.group, graph, lay)
-        occ.append(_Occurrence(o.group, low.lowered, ComputeDAG(low.lowered.tensors)))
+        occ.append(Occurrence(o.group, low.lowered, ComputeDAG(low.lowered.tensors)))
         needs.append(tuple(low.input_layouts))
     tasks, weights, task_of = tasks_from_groups(occ, include_simple, graph.constants, layout_rewrite)
     return NetworkPlan(graph, groups, tuple(chosen), tuple(occ), tuple(needs), tuple(tasks), tuple(weights),

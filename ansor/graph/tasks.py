@@ -45,7 +45,7 @@ class GraphTask(SearchTask):
 
 
 @dataclass
-class _Occurrence:
+class Occurrence:
     group: FusedGroup
     lowered: LoweredGroup
     dag: ComputeDAG
@@ -77,24 +77,24 @@ def _check_no_empty_tensors(graph: Graph) -> None:
                                  f"{node.op}) is empty: compiled kernels need every dimension to be at least 1")
 
 
-def lower_groups(graph: Graph, max_depth: int = DEFAULT_MAX_DEPTH) -> list[_Occurrence]:
+def lower_groups(graph: Graph, max_depth: int = DEFAULT_MAX_DEPTH) -> list[Occurrence]:
     """Every fused group of ``graph`` with its tensors and DAG, in execution order."""
     _check_no_empty_tensors(graph)
     out = []
     for g in fuse(graph, max_depth):
         low = lower_group(g, graph)
-        out.append(_Occurrence(g, low, ComputeDAG(low.tensors)))
+        out.append(Occurrence(g, low, ComputeDAG(low.tensors)))
     return out
 
 
-def constant_positions(occ: _Occurrence, constants: Collection[str]) -> set[int]:
+def constant_positions(occ: Occurrence, constants: Collection[str]) -> set[int]:
     """The argument positions of ``occ``'s kernel bound to a constant: a graph constant (by
     name) or an array derived at compile time (a transposed dense weight, pool divisors)."""
     return {k for k, v in enumerate(occ.lowered.inputs)
             if not isinstance(v, str) or v in constants}
 
 
-def tasks_from_groups(occurrences: Sequence[_Occurrence], include_simple: bool = False,
+def tasks_from_groups(occurrences: Sequence[Occurrence], include_simple: bool = False,
                       constants: Collection[str] = (), layout_rewrite: bool = True
                       ) -> tuple[list[GraphTask], list[int], dict[int, int]]:
     """Merge occurrences by workload key. Returns the tasks, their weights and, per occurrence
