@@ -46,6 +46,9 @@ class GraphTask(SearchTask):
 
 @dataclass
 class Occurrence:
+    """One fused group of a network as lowered: the group, its tensors and their ComputeDAG
+    (groups with equal workload keys are occurrences of one task)."""
+
     group: FusedGroup
     lowered: LoweredGroup
     dag: ComputeDAG
