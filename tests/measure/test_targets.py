@@ -1,0 +1,116 @@
+"""Building for a named CPU (``measure.targets``): its features are the CPU's, not the host's
+(an x86-64-v3 kernel has no zmm register), it runs here when this CPU has them and is refused
+in one line when not; an unknown name is a one-line error."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ansor
+from compute import te
+from measure import cpu_features, target, targets
+from compute.compute_dag import ComputeDAG
+from measure.kernel import compile_object, load
+from sketch.loop_state import State
+from sketch.lower import lower
+
+HOST_AVX512 = "avx512f" in (cpu_features.host_features() or ())
+HOST_AVX2 = "avx2" in (cpu_features.host_features() or ())
+
+
+def _matmul(n: int = 48):
+    A = te.placeholder((n, n), "float32", "A")
+    B = te.placeholder((n, n), "float32", "B")
+    k = te.reduce_axis((0, n), "k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return [A, B, C]
+
+
+def _disassembly(obj: bytes) -> str:
+    """objdump's disassembly of the object code itself (not a recompilation), else ''."""
+    if shutil.which("objdump") is None:
+        return ""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "k.o"
+        p.write_bytes(obj)
+        return subprocess.run(["objdump", "-d", str(p)], capture_output=True, text=True,
+                              check=True).stdout
+
+
+def _run_matmul(kern, n: int = 48) -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+    c = np.zeros((n, n), np.float32)
+    kern(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_psabi_levels_are_the_cpus_features_not_the_hosts():
+    v2, v3, v4 = (targets.get_target(f"x86-64-v{i}") for i in (2, 3, 4))
+    assert {"sse4.2", "popcnt", "ssse3", "cx16"} <= v2.enabled and not v2.has("avx")
+    assert {"avx", "avx2", "fma", "bmi2", "f16c", "movbe"} <= v3.enabled
+    assert not any(f.startswith("avx512") for f in v3.enabled)
+    assert {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= v4.enabled
+    assert (v2.vector_bits, v3.vector_bits, v4.vector_bits) == (128, 256, 512)
+    assert v3.features == "" and v3.cpu == "x86-64-v3"  # LLVM derives the CPU's own features
+    assert targets.get_target("haswell").cpu == "haswell"
+    assert targets.get_target("llvm -mcpu=znver3").name == "znver3"  # TVM's spelling
+    assert target.toolchain_key("x86-64-v3") != target.toolchain_key("native")
+    assert target.host_hardware_params("x86-64-v3").vector_bits == 256
+
+
+@pytest.mark.parametrize("name", ["bogus-cpu", "znver4; rm -rf", ""])
+def test_unknown_target_is_one_line(name):
+    with pytest.raises(targets.TargetError) as e:
+        targets.get_target(name)
+    msg = str(e.value)
+    assert "\n" not in msg and "x86-64-v3" in msg and "znver4" in msg
+
+
+@pytest.mark.skipif(not HOST_AVX2, reason="needs a CPU with AVX2 to run x86-64-v3 code")
+def test_x86_64_v3_kernel_has_no_avx512_and_runs():
+    kern = ansor.build(_matmul(), cpu="x86-64-v3")
+    assert kern.compiled.target == "x86-64-v3"
+    attrs = [ln for ln in kern.llvm_ir.splitlines() if ln.startswith("attributes")]
+    assert attrs and all('"target-cpu"="x86-64-v3"' in a and "avx512" not in a for a in attrs)
+    assert "zmm" not in kern.assembly and "ymm" in kern.assembly
+    dis = _disassembly(kern.compiled.object_code)
+    assert "zmm" not in dis and "{k" not in dis  # no zmm register, no AVX-512 mask register
+    _run_matmul(kern)
+
+
+@pytest.mark.skipif(not HOST_AVX512, reason="the host has no AVX-512")
+def test_native_kernel_may_use_zmm_here():
+    kern = ansor.build(_matmul())
+    assert kern.compiled.target == "native"
+    assert "zmm" in kern.assembly
+    _run_matmul(kern)
+
+
+def test_kernel_for_a_cpu_feature_this_host_lacks_is_refused_in_one_line():
+    lacking = [c for c in ("sapphirerapids", "graniterapids", "alderlake")
+               if targets.get_target(c).missing_here()]
+    if not lacking:
+        pytest.skip("this CPU has every feature of the CPUs tried")
+    t = targets.get_target(lacking[0])
+    with targets.use_target(t):
+        compiled = compile_object(lower(State.initial(ComputeDAG(_matmul(16))), "mm"))
+    assert compiled.target == t.name
+    with pytest.raises(targets.TargetError) as e:
+        load(compiled)
+    msg = str(e.value)
+    assert "\n" not in msg and t.name in msg and ", ".join(t.missing_here()) in msg
+
+
+def test_refusal_is_a_pure_function():
+    req = ["avx", "avx2", "avx512f", "avx512bw"]
+    assert cpu_features.refusal("net/", "x86-64-v4", req, host={"avx", "avx2"}) == \
+        "ansor: net/: built for x86-64-v4, this CPU lacks avx512f, avx512bw"
+    assert cpu_features.refusal("net/", "x86-64-v4", req, host=set(req)) is None
+    # a feature no loader can check (not in /proc/cpuinfo's table) is never a reason to refuse
+    assert cpu_features.missing_features(["prefer-256-bit", "avx"], {"avx"}) == []
