@@ -264,6 +264,8 @@ class TaskScheduler(BestConfirmation):
         elif not isinstance(options, TuningOptions):
             raise TypeError(f"options must be a TuningOptions, got {type(options).__name__}")
         check_num_threads()
+        for t in {task.target for task in self.tasks}:  # as tune_task: one line, before any work
+            t.check_runnable("candidates")
         if options.log_file is not None:
             check_log_file(options.log_file)
         if self.load_log_file is not None and not os.path.isfile(self.load_log_file):

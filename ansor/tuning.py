@@ -465,6 +465,9 @@ def tune_task(task: "SearchTask", options: TuningOptions | None = None,
     # Before anything is measured or logged: candidates of a computation that reads out of range
     # would run (and be recorded as valid) while producing garbage.
     task.compute_dag.check_bounds()
+    # Candidates built for a CPU whose features this one lacks cannot be timed here: one line now,
+    # rather than every measurement failing.
+    task.target.check_runnable(f"{task.desc}: candidates")
     if options.log_file is not None:
         check_log_file(options.log_file)  # before a round is measured only to be lost
     return _Run(task, options, cost_model, search_policy).run()

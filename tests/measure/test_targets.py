@@ -114,3 +114,34 @@ def test_refusal_is_a_pure_function():
     assert cpu_features.refusal("net/", "x86-64-v4", req, host=set(req)) is None
     # a feature no loader can check (not in /proc/cpuinfo's table) is never a reason to refuse
     assert cpu_features.missing_features(["prefer-256-bit", "avx"], {"avx"}) == []
+
+
+def test_best_record_takes_only_the_targets_records(tmp_path):
+    from ansor.records import best_record
+    from ansor.search_task import SearchTask
+    from measure.measure import MeasureInput, MeasureResult
+    from measure.record import RecordToFile
+
+    tensors = _matmul(16)
+    native, v3 = SearchTask(tensors=tensors), SearchTask(tensors=tensors, target="x86-64-v3")
+    assert v3.hardware_params.vector_bits == 256 and v3.workload_key == native.workload_key
+    state = State.initial(native.compute_dag)
+    log = tmp_path / "log.json"
+    rec = RecordToFile(str(log))
+    rec([MeasureInput(native, state)], [MeasureResult((1e-3,), 0)])
+    rec([MeasureInput(v3, state)] * 2, [MeasureResult((5e-3,), 0)] * 2)
+    with pytest.warns(UserWarning, match=r"ignored 2 record\(s\) built for another target "
+                                         r"\(2 for x86-64-v3\).*best for native"):
+        inp, res = best_record(log, native)
+    assert res.costs == (1e-3,)
+    with pytest.warns(UserWarning, match=r"ignored 1 record\(s\) .*\(1 for native\)") as w:
+        inp, res = best_record(log, v3)
+    assert res.costs == (5e-3,) and inp.task is v3 and len(w) == 1
+    assert "\n" not in str(w[0].message)
+    assert {ln.target.get("target") for ln in load_records_lines(log)} == {None, "x86-64-v3"}
+
+
+def load_records_lines(path):
+    from measure.record import iter_lines
+
+    return list(iter_lines(str(path)))
