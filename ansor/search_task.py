@@ -34,7 +34,7 @@ from compute.workload_registry import (args_to_json, canonical_args, get_workloa
                                        make_workload, registered_name, workload_desc)
 from cost_model.lgbm_model import LGBModel
 from measure.target import host_hardware_params
-from measure.targets import NATIVE, Target, get_target
+from measure.targets import Target, current_target, get_target
 from sketch.hardware import HardwareParams
 from sketch.layout_rewrite import check_positions
 from sketch.search_params import SearchParams
@@ -102,9 +102,9 @@ class SearchTask:
                                         else ComputeDAG(tensors))
         self._desc = desc
         self._hardware_params = hardware_params
-        # The CPU candidates are built for (``measure.targets``): a name, checked now unless it is
-        # the host's (so a task made only to read records starts no LLVM).
-        self._target: Target | None = None if target in (None, NATIVE) else get_target(target)
+        # The CPU candidates are built for (``measure.targets``), checked now; None: the current
+        # one when asked (so a task made only to read records starts no LLVM).
+        self._target: Target | None = None if target is None else get_target(target)
         self.layout_rewrite_inputs: tuple[int, ...] = _check_rewrite_inputs(
             self.compute_dag, layout_rewrite_inputs, "SearchTask layout_rewrite_inputs")
 
@@ -115,17 +115,16 @@ class SearchTask:
 
     @property
     def target(self) -> Target:
-        """The CPU this task's candidates are built for (``SearchTask(..., target="x86-64-v3")``;
-        default ``native``, the host). Its records are this target's: a best record is chosen
-        among them only (``ansor.task_records``)."""
-        if self._target is None:
-            self._target = get_target(NATIVE)
-        return self._target
+        """The CPU this task's candidates are built for: the one given
+        (``SearchTask(..., target="x86-64-v3")``), else the current one (``native``, the host,
+        unless in a ``measure.targets.use_target`` block, as ``compile_network(target=...)``
+        makes). Its records are this target's: a best record is chosen among them only
+        (``ansor.task_records``)."""
+        return self._target if self._target is not None else current_target()
 
     @property
     def target_name(self) -> str:
-        """``target.name`` without starting LLVM for the default."""
-        return NATIVE if self._target is None else self._target.name
+        return self.target.name
 
     @property
     def hardware_params(self) -> HardwareParams:

@@ -66,14 +66,16 @@ def missing_features(required: Iterable[str], host: Iterable[str]) -> list[str]:
 
 
 def refusal(where: str, target: str, required: Iterable[str],
-            host: Iterable[str] | None = None) -> str | None:
+            host: Iterable[str] | None = None, prefix: str = "ansor: ") -> str | None:
     """The one-line refusal to load ``where`` (built for ``target``, needing ``required``) on a
-    CPU with ``host`` features (default: this one's, ``host_features()``); None when it may run
-    (or when the host's features are unknown)."""
+    CPU with ``host`` features (default: this one's, ``host_features()``), e.g. ``ansor: net/:
+    built for x86-64-v4, this CPU lacks avx512f, avx512bw``; None when it may run (or when the
+    host's features are unknown). ``prefix`` starts the line (a caller whose errors are printed
+    with their own prefix passes "")."""
     have = host_features() if host is None else frozenset(host)
     if have is None:
         return None
     lacking = missing_features(required, have)
     if not lacking:
         return None
-    return f"ansor: {where}: built for {target}, this CPU lacks {', '.join(lacking)}"
+    return f"{prefix}{where}: built for {target}, this CPU lacks {', '.join(lacking)}"

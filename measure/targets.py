@@ -33,6 +33,8 @@ from typing import Iterator
 
 import llvmlite.binding as llvm
 
+from compute.errors import InputError
+
 from . import cpu_features
 
 NATIVE = "native"
@@ -83,7 +85,7 @@ def _enabled(feature_string: str) -> frozenset[str]:
     return frozenset(f[1:] for f in feature_string.split(",") if f.startswith("+"))
 
 
-class TargetError(ValueError):
+class TargetError(InputError):
     """An unknown target name, or a target this CPU cannot run; the message is one line."""
 
 

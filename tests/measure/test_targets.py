@@ -145,3 +145,50 @@ def load_records_lines(path):
     from measure.record import iter_lines
 
     return list(iter_lines(str(path)))
+
+
+def _dense_net():
+    from ansor.graph import GraphBuilder
+
+    b = GraphBuilder()
+    x = b.input("x", (3, 40))
+    w = b.constant(np.random.default_rng(1).standard_normal((24, 40)).astype(np.float32), "w")
+    return b.build(b.relu6(b.dense(x, w)))
+
+
+@pytest.mark.skipif(not HOST_AVX2, reason="needs a CPU with AVX2 to run x86-64-v3 code")
+def test_network_for_x86_64_v3_exports_its_target_and_loads_here(tmp_path):
+    import json
+
+    from ansor.graph import run
+
+    g = _dense_net()
+    x = {"x": np.random.default_rng(2).standard_normal((3, 40)).astype(np.float32)}
+    lib = ansor.compile_network(g, verbose=False, target="x86-64-v3")
+    assert lib.target_name == "x86-64-v3"
+    np.testing.assert_allclose(lib.run(x)[g.outputs[0]], run(g, x)[g.outputs[0]], rtol=1e-4, atol=1e-5)
+    for s in lib._steps:
+        assert "zmm" not in _disassembly(s.kernel.compiled.object_code)
+    lib.export(tmp_path / "net")
+    entry = json.loads((tmp_path / "net" / "module.json").read_text())["target"]
+    assert entry["name"] == "x86-64-v3" and "avx2" in entry["features"]
+    assert not any(f.startswith("avx512") for f in entry["features"])
+    back = ansor.load_module(tmp_path / "net")
+    assert back.target_name == "x86-64-v3"
+    np.testing.assert_allclose(back.run(x)[g.outputs[0]], lib.run(x)[g.outputs[0]])
+
+
+def test_module_needing_a_feature_this_cpu_lacks_is_refused_at_load(tmp_path):
+    import json
+
+    g = _dense_net()
+    ansor.compile_network(g, verbose=False).export(tmp_path / "net")
+    meta_file = tmp_path / "net" / "module.json"
+    meta = json.loads(meta_file.read_text())
+    host = cpu_features.host_features() or set()
+    lacking = [f for f in ("amx-tile", "amx-int8", "avx512fp16", "fma4") if f not in host][:2]
+    meta["target"] = {"name": "fake-cpu", "cpu": "fake-cpu", "features": meta["target"]["features"] + lacking}
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(targets.TargetError) as e:
+        ansor.load_module(tmp_path / "net")
+    assert str(e.value) == f"{tmp_path / 'net'}/: built for fake-cpu, this CPU lacks {', '.join(lacking)}"
