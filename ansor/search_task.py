@@ -102,6 +102,7 @@ class SearchTask:
                                         else ComputeDAG(tensors))
         self._desc = desc
         self._hardware_params = hardware_params
+        self._derived_hardware = False  # hardware_params read from the target, not given
         # The CPU candidates are built for (``measure.targets``), checked now; None: the current
         # one when asked (so a task made only to read records starts no LLVM).
         self._target: Target | None = None if target is None else get_target(target)
@@ -122,6 +123,14 @@ class SearchTask:
         (``ansor.task_records``)."""
         return self._target if self._target is not None else current_target()
 
+    @target.setter
+    def target(self, target: "str | Target") -> None:
+        """Build this task's candidates for ``target`` (a network's tasks, made by the planner,
+        are given the target of the run); hardware parameters derived before follow it."""
+        self._target = get_target(target)
+        if self._hardware_params is not None and self._derived_hardware:
+            self._hardware_params = None
+
     @property
     def target_name(self) -> str:
         return self.target.name
@@ -133,6 +142,7 @@ class SearchTask:
         no environment)."""
         if self._hardware_params is None:
             self._hardware_params = host_hardware_params(self.target)
+            self._derived_hardware = True
         return self._hardware_params
 
     # ---- identity ----------------------------------------------------------------------------

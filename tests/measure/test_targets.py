@@ -192,3 +192,17 @@ def test_module_needing_a_feature_this_cpu_lacks_is_refused_at_load(tmp_path):
     with pytest.raises(targets.TargetError) as e:
         ansor.load_module(tmp_path / "net")
     assert str(e.value) == f"{tmp_path / 'net'}/: built for fake-cpu, this CPU lacks {', '.join(lacking)}"
+
+
+@pytest.mark.parametrize("target,words", [("bogus-cpu", "unknown target 'bogus-cpu'"),
+                                          ("sapphirerapids", "cannot run here")])
+def test_cli_target_errors_are_one_line(capsys, tmp_path, target, words):
+    from ansor.cli import main
+
+    if target == "sapphirerapids" and not targets.get_target(target).missing_here():
+        pytest.skip("this CPU can run sapphirerapids code")
+    code = main(["tune", "matmul", "--args", "8,8,8", "--trials", "1", "--target", target,
+                 "--log", str(tmp_path / "log.json"), "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and words in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "log.json").exists()
