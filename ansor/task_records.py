@@ -205,14 +205,21 @@ def describe_missing(path: str | os.PathLike, task: "SearchTask") -> str:
     head = f"no valid record of {task.desc} (workload key {task.workload_key}) in {path}"
     mine: Counter = Counter()
     others: dict[str, int] = {}
+    elsewhere: Counter = Counter()  # records of this workload built for another target
+    wanted = getattr(task, "target_name", "native")
     with warnings.catch_warnings():  # the search that failed has already warned about bad lines
         warnings.simplefilter("ignore", RecordWarning)
         for line in iter_lines(path):
-            if line.workload_key == task.workload_key:
+            if line.workload_key == task.workload_key and record_target(line) != wanted:
+                elsewhere[record_target(line)] += 1
+            elif line.workload_key == task.workload_key:
                 mine["valid" if line.is_valid else MeasureErrorNo(line.result.error_no).name] += 1
             else:
                 d = task_desc(line.task)
                 others[d] = others.get(d, 0) + 1
+    if not mine and elsewhere:
+        which = ", ".join(f"{n} for {t}" for t, n in sorted(elsewhere.items()))
+        return f"{head}: its records were built for another target ({which}), not {wanted}"
     if mine["valid"]:
         return (f"{head}: its {mine['valid']} valid record(s) do not replay on this task's DAG "
                 "(see the warnings)")

@@ -206,3 +206,19 @@ def test_cli_target_errors_are_one_line(capsys, tmp_path, target, words):
     err = capsys.readouterr().err.strip()
     assert code == 2 and words in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "log.json").exists()
+
+
+def test_apply_best_names_the_other_targets_records(tmp_path):
+    from ansor.records import NoRecordError
+    from ansor.search_task import SearchTask
+    from measure.measure import MeasureInput, MeasureResult
+    from measure.record import RecordToFile
+
+    tensors = _matmul(16)
+    v3, v4 = SearchTask(tensors=tensors, target="x86-64-v3"), SearchTask(tensors=tensors, target="x86-64-v4")
+    RecordToFile(str(tmp_path / "log.json"))([MeasureInput(v3, State.initial(v3.compute_dag))],
+                                             [MeasureResult((1e-3,), 0)])
+    assert v3.apply_best(tmp_path / "log.json") is not None
+    with pytest.warns(UserWarning, match="1 for x86-64-v3"), pytest.raises(NoRecordError) as e:
+        v4.apply_best(tmp_path / "log.json")
+    assert "built for another target (1 for x86-64-v3), not x86-64-v4" in str(e.value)
