@@ -39,8 +39,10 @@ def _own_code() -> str:
 
 
 def build(target: Buildable, name: str | None = None,
-          layout_rewrite_inputs: Sequence[int] = ()) -> "Kernel":
-    """Compile ``target`` for this CPU and return a callable ``Kernel``.
+          layout_rewrite_inputs: Sequence[int] = (), cpu: "str | None" = None) -> "Kernel":
+    """Compile ``target`` for this CPU (or for ``cpu``, a target name such as ``"x86-64-v3"``:
+    ``measure.targets``; its kernel loads only where the CPU has the target's features) and
+    return a callable ``Kernel``.
 
     ``target`` is a list of tensors (inputs and outputs in call order: built with the default
     schedule), a ComputeDAG (default schedule) or a State (a schedule, e.g. from
@@ -68,7 +70,14 @@ def build(target: Buildable, name: str | None = None,
     # of each call, so only the caller can keep those in range.
     state.dag.check_bounds(data_dependent=False)
     # LLVM starts only when something is built:
-    from measure.compile_cache import cached, code_identity  # noqa: PLC0415 - as said above
+    from measure.targets import use_target  # noqa: PLC0415 - as said below
+
+    with use_target(cpu):
+        return _build(state, name, layout_rewrite_inputs)
+
+
+def _build(state: State, name: str | None, layout_rewrite_inputs: Sequence[int]) -> "Kernel":
+    from measure.compile_cache import cached, code_identity  # noqa: PLC0415 - LLVM starts only when something is built
     from measure.kernel import compile_object, compiled_from_bytes, compiled_to_bytes, load  # noqa: PLC0415 - LLVM, as above
 
     name = name or _func_name(state.dag)

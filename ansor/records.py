@@ -111,7 +111,9 @@ def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
     records of one toolchain (``measure.target.toolchain_key()``). By default this machine's
     records come first, as for resuming: another CPU's fastest schedule need not be the fastest
     here. Only when the log holds none of this machine's is another's best returned, with a
-    warning naming the CPU it was measured on.
+    warning naming the CPU it was measured on. Only records built for the task's target
+    (``SearchTask(..., target=...)``; for a workload key, the current target: ``native`` unless
+    in a ``measure.targets.use_target`` block) compete; others are ignored with a warning.
     Streams, and replays only the winner.
     """
     path = os.fspath(path)
@@ -119,7 +121,8 @@ def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
     if isinstance(task_or_workload_key, str):
         return find_best(path, task_or_workload_key, _Tasks(warner).get, warner, target_key)
     given = task_or_workload_key
-    return find_best(path, given.workload_key, lambda line: given, warner, target_key)
+    return find_best(path, given.workload_key, lambda line: given, warner, target_key,
+                     target=given.target_name)
 
 
 
@@ -129,8 +132,12 @@ def best_records(path: str | os.PathLike, tasks: Sequence[SearchTask], target_ke
     network compile asks for its tasks."""
     path = os.fspath(path)
     by_key = {t.workload_key: t for t in tasks}
+    names = {t.target_name for t in tasks}
+    if len(names) > 1:
+        raise ValueError(f"best_records: the tasks are for several targets ({', '.join(sorted(names))}); "
+                         "ask for each target's tasks apart")
     return find_bests(path, [t.workload_key for t in tasks], lambda line: by_key[line.workload_key],
-                      LineWarner(path), target_key)
+                      LineWarner(path), target_key, target=names.pop() if names else None)
 
 @dataclass(frozen=True)
 class DistillReport:

@@ -66,7 +66,7 @@ def restore_log(path: str, tasks: Sequence["SearchTask"], index: Mapping[str, in
                 measurer: ProgramMeasurer) -> RestoredLog:
     """Book every record of ``path`` of this toolchain and of one of ``tasks`` (``index``: task
     number by workload key) in ``measurer``; a schedule it already has is skipped."""
-    here = target_summary()["key"]
+    here: dict[str, str] = {}  # a task's target name -> its toolchain key
     warner = LineWarner(path)
     out = RestoredLog()
     for line in iter_lines(path, warner):
@@ -74,7 +74,10 @@ def restore_log(path: str, tasks: Sequence["SearchTask"], index: Mapping[str, in
         if i is None:
             out.other_workload += 1
             continue
-        if line.target_key != here:
+        name = getattr(tasks[i], "target_name", "native")
+        if name not in here:
+            here[name] = target_summary(name)["key"]
+        if line.target_key != here[name]:
             out.other_target += 1  # timed elsewhere: not measured *here*, costs not comparable
             continue
         inp = record_to_input(line, tasks[i], warner)

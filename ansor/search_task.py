@@ -9,7 +9,9 @@ DAG (self-contained, larger). ``from_json`` rebuilds a task from either without 
 
 A task also carries the machine it is tuned for (``hardware_params``, as TVM's does): this host's,
 read when first needed, unless stated (``SearchTask(..., hardware_params=HardwareParams(...))``);
-the search reads the core count and vector width from it. It is not part of the record.
+the search reads the core count and vector width from it. It is not part of the record. The CPU
+candidates are built for is ``target`` (``SearchTask(..., target="x86-64-v3")``, default
+``native``: ``measure.targets``); the record's toolchain identity names it.
 
 Weight layout rewrite (``layout_rewrite_inputs``, TVM's ``LayoutRewriteOption``): the argument
 positions of inputs that are constants where the kernel will run (a network's weights). A
@@ -32,6 +34,7 @@ from compute.workload_registry import (args_to_json, canonical_args, get_workloa
                                        make_workload, registered_name, workload_desc)
 from cost_model.lgbm_model import LGBModel
 from measure.target import host_hardware_params
+from measure.targets import Target, current_target, get_target
 from sketch.hardware import HardwareParams
 from sketch.layout_rewrite import check_positions
 from sketch.search_params import SearchParams
@@ -61,7 +64,7 @@ class SearchTask:
     def __init__(self, func: Callable[..., Sequence[Tensor]] | str | None = None,
                  args: Sequence[Any] = (), tensors: Sequence[Tensor] | ComputeDAG | None = None,
                  desc: str | None = None, hardware_params: HardwareParams | None = None,
-                 layout_rewrite_inputs: Sequence[int] = ()):
+                 layout_rewrite_inputs: Sequence[int] = (), target: "str | Target | None" = None):
         if hardware_params is not None and not isinstance(hardware_params, HardwareParams):
             raise TypeError("SearchTask hardware_params must be a sketch.hardware.HardwareParams, "
                             f"got {type(hardware_params).__name__}")
@@ -99,6 +102,10 @@ class SearchTask:
                                         else ComputeDAG(tensors))
         self._desc = desc
         self._hardware_params = hardware_params
+        self._derived_hardware = False  # hardware_params read from the target, not given
+        # The CPU candidates are built for (``measure.targets``), checked now; None: the current
+        # one when asked (so a task made only to read records starts no LLVM).
+        self._target: Target | None = None if target is None else get_target(target)
         self.layout_rewrite_inputs: tuple[int, ...] = _check_rewrite_inputs(
             self.compute_dag, layout_rewrite_inputs, "SearchTask layout_rewrite_inputs")
 
@@ -108,11 +115,34 @@ class SearchTask:
         return bool(self.layout_rewrite_inputs)
 
     @property
+    def target(self) -> Target:
+        """The CPU this task's candidates are built for: the one given
+        (``SearchTask(..., target="x86-64-v3")``), else the current one (``native``, the host,
+        unless in a ``measure.targets.use_target`` block, as ``compile_network(target=...)``
+        makes). Its records are this target's: a best record is chosen among them only
+        (``ansor.task_records``)."""
+        return self._target if self._target is not None else current_target()
+
+    @target.setter
+    def target(self, target: "str | Target") -> None:
+        """Build this task's candidates for ``target`` (a network's tasks, made by the planner,
+        are given the target of the run); hardware parameters derived before follow it."""
+        self._target = get_target(target)
+        if self._hardware_params is not None and self._derived_hardware:
+            self._hardware_params = None
+
+    @property
+    def target_name(self) -> str:
+        return self.target.name
+
+    @property
     def hardware_params(self) -> HardwareParams:
-        """The machine this task is searched for: the one given, else this host's (read on first
-        use, so a task made only to read records starts no LLVM and reads no environment)."""
+        """The machine this task is searched for: the one given, else this host's for the task's
+        target (read on first use, so a task made only to read records starts no LLVM and reads
+        no environment)."""
         if self._hardware_params is None:
-            self._hardware_params = host_hardware_params()
+            self._hardware_params = host_hardware_params(self.target)
+            self._derived_hardware = True
         return self._hardware_params
 
     # ---- identity ----------------------------------------------------------------------------

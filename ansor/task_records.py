@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Sequence
 from compute.workload_registry import canonical_args, workload_desc
 from measure.cost_floor import implausible_for_dag
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, pooled_cost
-from measure.record import LineWarner, RecordLine, RecordWarning, iter_lines, target_summary
+from measure.record import LineWarner, RecordLine, RecordWarning, iter_lines, record_target, target_summary
 
 if TYPE_CHECKING:
     from .search_task import SearchTask
@@ -103,7 +103,8 @@ def ranked(schedules: dict[tuple, Schedule]) -> list[Schedule]:
 
 
 def find_best(path: str, workload_key: str, task_of: TaskOfLine, warner: LineWarner,
-              target_key: str | None = None) -> tuple[MeasureInput, MeasureResult] | None:
+              target_key: str | None = None, target: str | None = None
+              ) -> tuple[MeasureInput, MeasureResult] | None:
     """The valid schedule of ``workload_key`` with the lowest pooled cost (``pooled_cost``: the
     median over every record of the same steps; the earliest on ties), replayed on
     ``task_of(line)``; None when there is none. A schedule measured more than once comes with a
@@ -113,18 +114,34 @@ def find_best(path: str, workload_key: str, task_of: TaskOfLine, warner: LineWar
     Streams, keeping one line and the costs per schedule; replays only the winner (and, when a
     record does not replay, the next one).
     """
-    return find_bests(path, [workload_key], task_of, warner, target_key, stacklevel=4)[0]
+    return find_bests(path, [workload_key], task_of, warner, target_key, stacklevel=4,
+                      target=target)[0]
 
 
 def find_bests(path: str, workload_keys: Sequence[str], task_of: TaskOfLine, warner: LineWarner,
-               target_key: str | None = None, stacklevel: int = 3
+               target_key: str | None = None, stacklevel: int = 3, target: str | None = None
                ) -> list[tuple[MeasureInput, MeasureResult] | None]:
     """``find_best`` of each of ``workload_keys``, in one pass over the log (a network's tasks
-    read a log once, not once per task)."""
-    here = target_key if target_key is not None else target_summary()["key"]
+    read a log once, not once per task). The one home of "the best record for a task": only
+    records built for ``target`` (a target name, ``measure.targets``; default the current one,
+    ``native`` unless a ``use_target`` block says otherwise) compete; records of the workloads
+    built for another target are ignored, with one warning saying how many and for which."""
+    here_ident = target_summary(target)
+    wanted_target = str(here_ident.get("target", "native"))
+    here = target_key if target_key is not None else here_ident["key"]
     wanted = set(workload_keys)
-    lines = (ln for ln in iter_lines(path, warner) if ln.workload_key in wanted
-             and (target_key is None or ln.target_key == here))
+    elsewhere: Counter = Counter()  # target name -> records of the workloads ignored
+
+    def ours(ln: RecordLine) -> bool:
+        if ln.workload_key not in wanted:
+            return False
+        built_for = record_target(ln)
+        if built_for != wanted_target:
+            elsewhere[built_for] += 1
+            return False
+        return target_key is None or ln.target_key == here
+
+    lines = (ln for ln in iter_lines(path, warner) if ours(ln))
     # By workload, then True: this machine's (or target_key's) schedules; False: every other's.
     pools = pool_schedules(lines, lambda ln: (ln.workload_key, ln.target_key == here))
     picks: list[tuple[MeasureInput, MeasureResult, RecordLine, bool] | None] = []
@@ -141,11 +158,16 @@ def find_bests(path: str, workload_keys: Sequence[str], task_of: TaskOfLine, war
                 break
         picks.append(found)
     warner.finish()
+    if elsewhere:
+        which = ", ".join(f"{n} for {t}" for t, n in sorted(elsewhere.items()))
+        warnings.warn(f"{path}: ignored {sum(elsewhere.values())} record(s) built for another target "
+                      f"({which}): choosing the best for {wanted_target} among its own records only",
+                      UserWarning, stacklevel=stacklevel)
     for found in picks:
         if found is None or found[3]:
             continue
         inp, _, line, _ = found
-        ours = target_summary()
+        ours = here_ident
         warnings.warn(
             f"{path}: no valid record of {inp.task.desc} was measured on this machine "
             f"({ours.get('cpu', '?')}, toolchain {here}); using the best of another's, line "
@@ -159,7 +181,8 @@ def best_of_task(path: str | os.PathLike, task: "SearchTask", target_key: str | 
                  ) -> tuple[MeasureInput, MeasureResult] | None:
     """``find_best`` for a held task: every record of its workload is replayed on ``task``."""
     path = os.fspath(path)
-    return find_best(path, task.workload_key, lambda line: task, LineWarner(path), target_key)
+    return find_best(path, task.workload_key, lambda line: task, LineWarner(path), target_key,
+                     target=getattr(task, "target_name", None))
 
 
 def task_desc(task_json: dict) -> str:
@@ -182,14 +205,21 @@ def describe_missing(path: str | os.PathLike, task: "SearchTask") -> str:
     head = f"no valid record of {task.desc} (workload key {task.workload_key}) in {path}"
     mine: Counter = Counter()
     others: dict[str, int] = {}
+    elsewhere: Counter = Counter()  # records of this workload built for another target
+    wanted = getattr(task, "target_name", "native")
     with warnings.catch_warnings():  # the search that failed has already warned about bad lines
         warnings.simplefilter("ignore", RecordWarning)
         for line in iter_lines(path):
-            if line.workload_key == task.workload_key:
+            if line.workload_key == task.workload_key and record_target(line) != wanted:
+                elsewhere[record_target(line)] += 1
+            elif line.workload_key == task.workload_key:
                 mine["valid" if line.is_valid else MeasureErrorNo(line.result.error_no).name] += 1
             else:
                 d = task_desc(line.task)
                 others[d] = others.get(d, 0) + 1
+    if not mine and elsewhere:
+        which = ", ".join(f"{n} for {t}" for t, n in sorted(elsewhere.items()))
+        return f"{head}: its records were built for another target ({which}), not {wanted}"
     if mine["valid"]:
         return (f"{head}: its {mine['valid']} valid record(s) do not replay on this task's DAG "
                 "(see the warnings)")

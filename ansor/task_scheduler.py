@@ -64,7 +64,7 @@ from .scheduler_confirm import BestConfirmation
 from .scheduler_policy import NO_COST, TaskFilter, TaskState, similarity_tag
 from .scheduler_progress import (LogEstimatedLatency, PrintTableInfo, TaskSchedulerCallback,
                                  plot_latency_history, read_latency_history)
-from .tuning import TuningOptions, default_cost_model, format_duration
+from .tuning import TuningOptions, check_runs_here, default_cost_model, format_duration
 from .tuning_loop import Batch, Session, run_round
 
 if TYPE_CHECKING:
@@ -264,6 +264,7 @@ class TaskScheduler(BestConfirmation):
         elif not isinstance(options, TuningOptions):
             raise TypeError(f"options must be a TuningOptions, got {type(options).__name__}")
         check_num_threads()
+        check_runs_here({task.target for task in self.tasks}, options.runner)
         if options.log_file is not None:
             check_log_file(options.log_file)
         if self.load_log_file is not None and not os.path.isfile(self.load_log_file):

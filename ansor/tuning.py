@@ -448,6 +448,17 @@ class _Run:
             model_seconds=self.model_seconds, default_state=self.default_state)
 
 
+def check_runs_here(targets: Any, runner: Any) -> None:
+    """Candidates built for a CPU whose features this one lacks cannot be timed here: one line
+    (``measure.targets.TargetError``) before any work, rather than every measurement failing.
+    A runner elsewhere (a cluster) is the cluster's to judge."""
+    from measure.runner import LocalRunner  # noqa: PLC0415 - the runner's machinery, only here
+
+    if runner == "local" or isinstance(runner, LocalRunner):
+        for t in targets:
+            t.check_runnable("candidates")
+
+
 def tune_task(task: "SearchTask", options: TuningOptions | None = None,
               cost_model: CostModel | None = None, search_policy: Any | None = None) -> TuneResult:
     """Tune ``task`` (see ``SearchTask.tune``)."""
@@ -465,6 +476,7 @@ def tune_task(task: "SearchTask", options: TuningOptions | None = None,
     # Before anything is measured or logged: candidates of a computation that reads out of range
     # would run (and be recorded as valid) while producing garbage.
     task.compute_dag.check_bounds()
+    check_runs_here([task.target], options.runner)
     if options.log_file is not None:
         check_log_file(options.log_file)  # before a round is measured only to be lost
     return _Run(task, options, cost_model, search_policy).run()

@@ -93,11 +93,21 @@ def _error_text(e: BaseException) -> str:
 
 
 def build_job(workload_key: str, dag_json: dict, steps_json: list,
-              build_func: str | None, layout_rewrite: Sequence[int] = ()) -> tuple[Any, int, str]:
+              build_func: str | None, layout_rewrite: Sequence[int] = (),
+              target_name: str = "native") -> tuple[Any, int, str]:
     """Replay, lower and compile one candidate: ``(compiled or None, error_no, error_msg)``.
     Runs in a builder worker; every exception becomes an error code. ``layout_rewrite``: the
     argument positions of constant inputs whose pack stage is left out of the kernel (the
-    runner packs them outside the timed calls); only with the default ``build_func``."""
+    runner packs them outside the timed calls); only with the default ``build_func``.
+    ``target_name``: the CPU to build for (``measure.targets``)."""
+    from .targets import use_target  # noqa: PLC0415 - worker side, as lower
+
+    with use_target(target_name):
+        return _build_job(workload_key, dag_json, steps_json, build_func, layout_rewrite)
+
+
+def _build_job(workload_key: str, dag_json: dict, steps_json: list,
+               build_func: str | None, layout_rewrite: Sequence[int]) -> tuple[Any, int, str]:
     from sketch.loop_state import InvalidStepError  # noqa: PLC0415 - worker side, as lower
     from sketch.replay import replay  # noqa: PLC0415 - worker side, as lower
     from sketch.transform_steps import step_from_json  # noqa: PLC0415 - worker side, as lower
@@ -238,8 +248,9 @@ class LocalBuilder(BuilderBase):
 
 def make_build_jobs(inputs: Sequence[MeasureInput], build_func: str | None) -> list[tuple]:
     """One ``build_job`` argument tuple per input, as plain data: the workload key, the DAG's
-    JSON (encoded once per workload), the steps' JSON, the build function's name and the
-    task's ``layout_rewrite_inputs`` (argument positions of constant inputs; () for none)."""
+    JSON (encoded once per workload), the steps' JSON, the build function's name, the
+    task's ``layout_rewrite_inputs`` (argument positions of constant inputs; () for none) and
+    the name of its target (``measure.targets``; "native" for a task without one)."""
     from sketch.transform_steps import steps_to_json  # noqa: PLC0415 - as build_job's imports
 
     dag_json: dict[str, dict] = {}
@@ -249,7 +260,9 @@ def make_build_jobs(inputs: Sequence[MeasureInput], build_func: str | None) -> l
         if key not in dag_json:
             dag_json[key] = inp.task.compute_dag.to_json()
         rewrite = tuple(int(p) for p in getattr(inp.task, "layout_rewrite_inputs", ()))
-        jobs.append((key, dag_json[key], steps_to_json(inp.state.steps), build_func, rewrite))
+        target_name = str(getattr(inp.task, "target_name", "native"))
+        jobs.append((key, dag_json[key], steps_to_json(inp.state.steps), build_func, rewrite,
+                     target_name))
     return jobs
 
 

@@ -51,11 +51,14 @@ class CompiledObject:
     # Arguments the kernel takes pre-packed (``sketch.layout_rewrite.PackedArg``): the caller
     # passes ``pack_array(original)`` at those positions. Empty for a plain kernel.
     packed_args: tuple = ()
+    # The name of the target it was built for (``measure.targets``).
+    target: str = "native"
 
 
 def compile_object(func: L.PrimFunc) -> CompiledObject:
-    """Lower ``func`` to LLVM IR and compile it to host object code at O3 (through the compile
-    cache: a module compiled before, by any process, is read back instead)."""
+    """Lower ``func`` to LLVM IR and compile it to object code for the current target
+    (``measure.targets.use_target``; default the host) at O3, through the compile cache: a module
+    compiled before, by any process, is read back instead."""
     t0 = time.perf_counter()
     ir = codegen(func)
     timings = {"codegen": time.perf_counter() - t0}
@@ -65,14 +68,14 @@ def compile_object(func: L.PrimFunc) -> CompiledObject:
     return CompiledObject(
         name=kernel_symbol(func.name), object_code=obj, llvm_ir=ir, args=args,
         toolchain_key=target.toolchain_key(), compile_seconds=time.perf_counter() - t0,
-        timings=timings)
+        timings=timings, target=target.current_target().name)
 
 
 def compiled_to_bytes(c: CompiledObject) -> bytes:
     """``c`` as bytes, without pickle (the compile cache keeps whole kernels so):
     a 4-byte header length, a JSON header, the IR text, the object code."""
     ir = c.llvm_ir.encode()
-    head = json.dumps({"name": c.name, "toolchain": c.toolchain_key, "ir": len(ir),
+    head = json.dumps({"name": c.name, "toolchain": c.toolchain_key, "target": c.target, "ir": len(ir),
                        "args": [[a.name, list(a.shape), a.dtype, a.written] for a in c.args],
                        "packed": [p.to_json() for p in c.packed_args]}).encode()
     return len(head).to_bytes(4, "little") + head + ir + c.object_code
@@ -96,7 +99,10 @@ def compiled_from_bytes(data: bytes) -> CompiledObject:
 def _compiled_from_bytes(data: bytes) -> CompiledObject:
     n = int.from_bytes(data[:4], "little")
     head = json.loads(data[4:4 + n])
-    if not isinstance(head, dict) or head.get("toolchain") != target.toolchain_key():
+    if not isinstance(head, dict):
+        raise ValueError("bad kernel header")
+    built_for = head.get("target", "native")  # kernels from before targets are native
+    if not isinstance(built_for, str) or head.get("toolchain") != target.toolchain_key(built_for):
         raise ValueError("not a kernel of this toolchain")
     name, n_ir = head["name"], head["ir"]
     if not isinstance(name, str) or not isinstance(n_ir, int) or not 0 < n_ir < len(data) - 4 - n:
@@ -115,8 +121,8 @@ def _compiled_from_bytes(data: bytes) -> CompiledObject:
         packed.append(PackedArg(position, p[1], _ints(p[2]), dim, block, p[5]))
     ir = data[4 + n:4 + n + n_ir].decode()
     return CompiledObject(name=name, object_code=data[4 + n + n_ir:], llvm_ir=ir, args=tuple(args),
-                          toolchain_key=target.toolchain_key(), compile_seconds=0.0,
-                          packed_args=tuple(packed))
+                          toolchain_key=target.toolchain_key(built_for), compile_seconds=0.0,
+                          packed_args=tuple(packed), target=built_for)
 
 
 class Kernel:
@@ -127,13 +133,16 @@ class Kernel:
     run slower on numpy's 16-byte placement."""
 
     def __init__(self, compiled: CompiledObject):
-        if compiled.toolchain_key != target.toolchain_key():
+        built_for = target.get_target(compiled.target)
+        if compiled.toolchain_key != target.toolchain_key(built_for):
             raise ValueError(f"kernel {compiled.name} was compiled for toolchain "
-                             f"{compiled.toolchain_key}, this process is {target.toolchain_key()}; "
-                             "recompile it here")
+                             f"{compiled.toolchain_key}, this process is "
+                             f"{target.toolchain_key(built_for)} for {built_for.name}; recompile it here")
+        built_for.check_runnable(f"kernel {compiled.name}")  # one line, never an illegal instruction
         runtime.ensure_loaded()
         self.compiled = compiled
-        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target.new_target_machine())
+        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""),
+                                                  target.new_target_machine(built_for))
         self._engine.add_object_file(llvm.ObjectFileRef.from_data(compiled.object_code))
         self._engine.finalize_object()
         addr = self._engine.get_function_address(compiled.name)
@@ -174,8 +183,9 @@ class Kernel:
 
     def _optimized_module(self) -> llvm.ModuleRef:
         # Recompiled on demand: the pipeline is deterministic, so this is what the object holds.
-        mod = target.parse(self.compiled.llvm_ir)
-        target.optimize(mod)
+        with target.use_target(self.compiled.target):
+            mod = target.parse(self.compiled.llvm_ir)
+            target.optimize(mod)
         return mod
 
     @property
@@ -187,7 +197,8 @@ class Kernel:
     @property
     def assembly(self) -> str:
         if self._assembly is None:
-            self._assembly = target.target_machine().emit_assembly(self._optimized_module())
+            self._assembly = target.target_machine(self.compiled.target).emit_assembly(
+                self._optimized_module())
         return self._assembly
 
     @property

@@ -87,16 +87,29 @@ class RecordLine:
 
 # ---- writing ------------------------------------------------------------------------------------
 
-def target_summary() -> dict:
+def target_summary(target: Any = None) -> dict:
     """The toolchain identity in a record: every field but the 1 KB feature string, which is
     replaced by its hash (``key`` already covers it; the hash lets a reader tell which part
-    differs between two machines)."""
+    differs between two machines). ``target``: the CPU built for (a name or
+    ``measure.targets.Target``; default the current one); a record of a target other than
+    ``native`` names it under ``"target"`` (``record_target``)."""
     from .target import toolchain_identity
 
-    ident = toolchain_identity()
+    ident = toolchain_identity(target)
     out = {k: v for k, v in ident.items() if k != "features"}
     out["features_sha"] = hashlib.sha256(ident["features"].encode()).hexdigest()[:12]
     return out
+
+
+def record_target(line: "RecordLine") -> str:
+    """The name of the target a record was built for: ``native`` for a record without one (all
+    records from before targets were the host's)."""
+    name = line.target.get("target", "native")
+    return name if isinstance(name, str) else "?"
+
+
+def _task_target(task: Any) -> Any:
+    return getattr(task, "target_name", None)
 
 
 def truncate_msg(msg: str, limit: int = MAX_ERROR_MSG) -> str:
@@ -148,7 +161,7 @@ def encode_line(workload_key: str, task_json: str, steps: Sequence[Step], result
 def encode_record(inp: MeasureInput, res: MeasureResult) -> str:
     """The record line of one measurement (no newline)."""
     return encode_line(inp.task.workload_key, _dumps(task_to_json(inp.task)), inp.state.steps, res,
-                       _dumps(target_summary()), _task_flop(inp.task))
+                       _dumps(target_summary(_task_target(inp.task))), _task_flop(inp.task))
 
 
 def _task_flop(task: Any) -> float | None:
@@ -171,7 +184,7 @@ class RecordToFile:
         self.n_written = 0
         self._lock = threading.Lock()
         self._task_json: dict[int, tuple[Any, str, float | None]] = {}
-        self._target_json: str | None = None
+        self._target_json: dict[Any, str] = {}  # task's target name -> its summary's JSON
 
     def _encoded_task(self, task: Any) -> tuple[str, float | None]:
         hit = self._task_json.get(id(task))
@@ -185,13 +198,15 @@ class RecordToFile:
     def encode(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> bytes:
         if len(inputs) != len(results):
             raise ValueError(f"RecordToFile: {len(inputs)} inputs but {len(results)} results")
-        if self._target_json is None:
-            self._target_json = _dumps(target_summary())
         lines = []
         for inp, res in zip(inputs, results):
             task_json, flop = self._encoded_task(inp.task)
+            which = _task_target(inp.task)
+            target_json = self._target_json.get(which)
+            if target_json is None:
+                target_json = self._target_json[which] = _dumps(target_summary(which))
             lines.append(encode_line(inp.task.workload_key, task_json, inp.state.steps, res,
-                                     self._target_json, flop))
+                                     target_json, flop))
         return "".join(line + "\n" for line in lines).encode()
 
     def __call__(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:

@@ -1,12 +1,14 @@
-"""The host: one native LLVM target machine per process, its identity, O3, and the machine facts.
+"""The host: LLVM target machines (one per thread and target), their identity, O3, machine facts.
 
 The machine facts - CPU model name, usable cores (the process's affinity mask, not
 ``os.cpu_count()``), the thread count kernels run with, cache line and cache sizes - are read here
 and nowhere else; ``host_hardware_params()`` hands them to the search as data, the benchmark
 report (``ansor.bench.timing.machine_info``) names them.
 
-Everything that makes compiled code differ between machines (llvmlite and LLVM versions, triple,
-CPU name and feature string) is summarised by ``toolchain_identity()``; its ``key`` goes into every
+Code is built for the current target (``measure.targets``: ``native``, the host, unless a
+``use_target`` block names a CPU). Everything that makes compiled code differ between machines
+(llvmlite and LLVM versions, triple, CPU name and feature string, the target) is summarised by
+``toolchain_identity()``; its ``key`` goes into every
 cache key and measurement record, so results from another machine or toolchain are never reused.
 LLVM initialisation is lazy so that importing ``measure`` stays cheap in processes that never
 compile.
@@ -27,72 +29,44 @@ import llvmlite.binding as llvm
 from sketch.hardware import CACHE_LINE_BYTES, HardwareParams
 
 from .checks import MAX_THREADS
+# The host's identity lives with the targets; re-exported here, where callers have always found it.
+from .targets import (Target, current_target, get_target, host_cpu_features, host_cpu_name,  # noqa: F401
+                      host_triple, init_llvm, use_target)
 
 ENV_NUM_THREADS = "ANSOR_NUM_THREADS"
 # Kernels keep the thread count in an i32 and libgomp creates that many threads: far beyond any
 # machine's core count a value is a typo, not a setting.
 MAX_NUM_THREADS = MAX_THREADS  # one bound for the variable and the options (measure.checks)
 
-_LOCK = threading.Lock()
-_INITIALISED = False
-
-
-def _init_llvm() -> None:
-    global _INITIALISED
-    if _INITIALISED:
-        return
-    with _LOCK:
-        if not _INITIALISED:
-            # llvm.initialize() raises on llvmlite >= 0.45; these two are all a native JIT needs.
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            _INITIALISED = True
-
-
-@lru_cache(maxsize=1)
-def host_cpu_name() -> str:
-    _init_llvm()
-    return llvm.get_host_cpu_name()
-
-
-@lru_cache(maxsize=1)
-def host_cpu_features() -> str:
-    _init_llvm()
-    try:
-        return llvm.get_host_cpu_features().flatten()
-    except RuntimeError:  # some virtualised hosts cannot report features: the CPU name must do
-        return ""
-
-
-@lru_cache(maxsize=1)
-def host_triple() -> str:
-    _init_llvm()
-    return llvm.get_process_triple()
-
-
-# Code generation options of every target machine (with the host's CPU and features); part of
-# the compile cache's key as ``PIPELINE`` is.
+# Code generation options of every target machine (with its target's CPU and features); part
+# of the compile cache's key as ``PIPELINE`` is.
 MACHINE_OPTIONS: dict = {"opt": 3, "jit": True}
 
 
-def new_target_machine() -> llvm.TargetMachine:
-    """A fresh host target machine. An MCJIT engine takes ownership of the machine it is given,
-    so every engine needs its own; compilation shares ``target_machine()``."""
-    _init_llvm()
-    target = llvm.Target.from_triple(host_triple())
-    return target.create_target_machine(cpu=host_cpu_name(), features=host_cpu_features(),
-                                        **MACHINE_OPTIONS)
+def new_target_machine(target: Target | str | None = None) -> llvm.TargetMachine:
+    """A fresh target machine for ``target`` (default: the current one, ``measure.targets``). An
+    MCJIT engine takes ownership of the machine it is given, so every engine needs its own;
+    compilation shares ``target_machine()``."""
+    t = get_target(target)
+    init_llvm()
+    return llvm.Target.from_triple(host_triple()).create_target_machine(
+        cpu=t.cpu, features=t.features, **MACHINE_OPTIONS)
 
 
 _TLS = threading.local()
 
 
-def target_machine() -> llvm.TargetMachine:
-    """The target machine used for optimisation and object emission, one per thread: llvmlite
-    releases the GIL inside LLVM, and a TargetMachine must not be used by two threads at once."""
-    tm = getattr(_TLS, "tm", None)
+def target_machine(target: Target | str | None = None) -> llvm.TargetMachine:
+    """The target machine used for optimisation and object emission, one per thread and target:
+    llvmlite releases the GIL inside LLVM, and a TargetMachine must not be used by two threads
+    at once."""
+    t = get_target(target)
+    machines = getattr(_TLS, "machines", None)
+    if machines is None:
+        machines = _TLS.machines = {}
+    tm = machines.get(t)
     if tm is None:
-        tm = _TLS.tm = new_target_machine()
+        tm = machines[t] = new_target_machine(t)
     return tm
 
 
@@ -101,38 +75,43 @@ def data_layout() -> str:
     return str(target_machine().target_data)
 
 
-@lru_cache(maxsize=1)
-def toolchain_identity() -> dict:
-    """Versions and host description; ``key`` is a short hash of all other fields."""
+def toolchain_identity(target: Target | str | None = None) -> dict:
+    """Versions and the description of ``target`` (default: the current one); ``key`` is a short
+    hash of all other fields. ``native``'s names the host's CPU and features (as before targets
+    existed, so its key is unchanged); another target's adds ``"target"``, its name, and its
+    features are the CPU's own."""
+    return dict(_identity(get_target(target)))
+
+
+@lru_cache(maxsize=None)
+def _identity(t: Target) -> dict:
     ident = {
         "llvmlite": llvmlite.__version__,
         "llvm": ".".join(str(v) for v in llvm.llvm_version_info),
         "triple": host_triple(),
-        "cpu": host_cpu_name(),
-        "features": host_cpu_features(),
+        "cpu": t.cpu,
+        "features": t.features if t.is_native else ",".join(f"+{f}" for f in sorted(t.enabled)),
     }
+    if not t.is_native:
+        ident["target"] = t.name
     blob = json.dumps(ident, sort_keys=True).encode()
     ident["key"] = hashlib.sha256(blob).hexdigest()[:16]
-    return dict(ident)
+    return ident
 
 
-def toolchain_key() -> str:
-    return toolchain_identity()["key"]
+def toolchain_key(target: Target | str | None = None) -> str:
+    return _identity(get_target(target))["key"]
 
 
 def has_feature(name: str) -> bool:
-    """Whether the host feature string enables ``name`` (e.g. 'avx512f', 'fma')."""
-    return f"+{name}" in host_cpu_features().split(",")
+    """Whether the current target (``measure.targets``) has ``name`` (e.g. 'avx512f', 'fma')."""
+    return current_target().has(name)
 
 
-@lru_cache(maxsize=1)
 def vector_bits() -> int:
-    """Native SIMD register width in bits: 512 with AVX-512F, 256 with AVX2, 128 otherwise."""
-    if has_feature("avx512f"):
-        return 512
-    if has_feature("avx2"):
-        return 256
-    return 128
+    """The current target's SIMD register width in bits: 512 with AVX-512F, 256 with AVX2, 128
+    otherwise."""
+    return current_target().vector_bits
 
 
 def usable_cpus() -> int:
@@ -199,12 +178,14 @@ def cache_bytes() -> dict[str, int | None]:
             "l3": _sysconf("SC_LEVEL3_CACHE_SIZE")}
 
 
-def host_hardware_params() -> HardwareParams:
-    """This machine's HardwareParams: cores = ``num_threads()`` (``ANSOR_NUM_THREADS`` if set,
-    else the usable CPUs), the native vector width, cache line and sizes where the OS reports
-    them. Computed afresh on each call (the thread count follows the environment); raises
-    ``num_threads``'s ValueError for a bad ``ANSOR_NUM_THREADS``."""
-    bits = vector_bits()
+def host_hardware_params(target: Target | str | None = None) -> HardwareParams:
+    """This machine's HardwareParams for code built for ``target`` (default: the current one):
+    cores = ``num_threads()`` (``ANSOR_NUM_THREADS`` if set, else the usable CPUs), the target's
+    vector width and registers, cache line and sizes where the OS reports them. Computed afresh
+    on each call (the thread count follows the environment); raises ``num_threads``'s ValueError
+    for a bad ``ANSOR_NUM_THREADS``."""
+    t = get_target(target)
+    bits = t.vector_bits
     x86 = host_triple().startswith(("x86_64", "i386", "i686"))
     caches = cache_bytes()
     return HardwareParams(
@@ -212,11 +193,11 @@ def host_hardware_params() -> HardwareParams:
         vector_bits=bits,
         cache_line_bytes=cache_line_bytes(),
         # x86-64: 32 zmm registers with AVX-512, else 16 (ymm/xmm); unknown elsewhere.
-        num_vector_registers=(32 if bits == 512 else 16) if x86 else None,
+        num_vector_registers=t.num_vector_registers if x86 else None,
         l1d_cache_bytes=caches["l1d"],
         l2_cache_bytes=caches["l2"],
         l3_cache_bytes=caches["l3"],
-        target=f"{host_cpu_name()} ({toolchain_key()})",
+        target=f"{t.cpu} ({toolchain_key(t)})",
     )
 
 
@@ -248,14 +229,14 @@ def optimize(module: llvm.ModuleRef) -> llvm.ModuleRef:
 
 def parse(ir: str) -> llvm.ModuleRef:
     """``ir`` as a verified LLVM module."""
-    _init_llvm()
+    init_llvm()
     mod = llvm.parse_assembly(ir)
     mod.verify()
     return mod
 
 
 def compile_ir(ir: str, timings: dict | None = None) -> bytes:
-    """LLVM IR text -> host object code: parse, verify, optimise (``optimize``), emit. The one
+    """LLVM IR text -> object code for the current target: parse, verify, optimise (``optimize``), emit. The one
     place IR becomes machine code; callers go through ``measure.compile_cache.object_code``,
     which skips this for a module compiled before. ``timings`` (if given) receives the seconds
     of each stage under "parse", "optimize" and "emit"."""

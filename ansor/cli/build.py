@@ -21,15 +21,16 @@ from sketch.loop_state import State
 
 from . import numpy_matmul
 from .common import check_workload_memory, fmt_time
-from .options import add_threads_option
+from .options import add_target_option, add_threads_option
 
 
-def _check_and_time(target, label: str) -> dict:
-    """Build ``target`` (tensors, DAG or State), check it against the reference and time it."""
+def _check_and_time(target, label: str, cpu: str | None = None) -> dict:
+    """Build ``target`` (tensors, DAG or State) for ``cpu`` (a target name; default native),
+    check it against the reference and time it."""
     dag = target.dag if isinstance(target, State) else ansor.ComputeDAG(target)
     check_workload_memory(dag, label, reference=True)
     t0 = time.perf_counter()
-    kernel = ansor.build(target if isinstance(target, State) else dag)
+    kernel = ansor.build(target if isinstance(target, State) else dag, cpu=cpu)
     build_s = time.perf_counter() - t0
     inputs = reference.random_inputs(dag, seed=0)
     it = iter(inputs)
@@ -84,7 +85,7 @@ def cmd_build(ns: argparse.Namespace) -> int:
     except (TypeError, ValueError) as err:
         print(f"ansor: {ns.workload}{args}: {err}", file=sys.stderr)
         return 2
-    r = _check_and_time(tensors, f"{ns.workload}{args}")
+    r = _check_and_time(tensors, f"{ns.workload}{args}", cpu=ns.target)
     return 0 if r["ok"] else 1
 
 
@@ -96,3 +97,4 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--args", type=argtypes.shape_args,
                    help="shape arguments, e.g. 1024,1024,1024 (default: the workload's)")
     add_threads_option(p)
+    add_target_option(p)

@@ -72,7 +72,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         lib = compile_network(g, log_file=args.log, strict=args.strict,
                               layout_rewrite=not args.no_layout_rewrite,
-                              layouts=None if args.nhwc else "auto", untuned=args.untuned)
+                              layouts=None if args.nhwc else "auto", untuned=args.untuned,
+                              target=args.target)
     except ValueError as err:  # --untuned guess without a pre-trained model
         print(f"ansor network run: {err}", file=sys.stderr)
         return 2
@@ -172,6 +173,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         if name == "run":
             q.add_argument("--log", default=None, help="tuning records to take schedules from")
             options.add_threads_option(q)
+            options.add_target_option(q)
             q.add_argument("--strict", action="store_true", help="fail if a task has no record")
             q.add_argument("--no-layout-rewrite", action="store_true",
                            help="compile without weight layout rewrite: a kernel that packs a weight "

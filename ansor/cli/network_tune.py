@@ -103,6 +103,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         tasks, weights = variant_tasks(g, variants, layout_rewrite=rewrite)
     else:
         tasks, weights = list(plan.tasks), list(plan.weights)
+    for task in tasks:  # the run's CPU (--target): candidates, records and the final compile
+        task.target = args.target
+    if tasks and args.cluster is None:  # measured here: before the log is made
+        tasks[0].target.check_runnable("candidates")
     if not tasks:  # e.g. a model of element-wise ops only: bad input, not a failed run
         print(f"ansor network tune: {args.model} has no task to tune (no subgraph with a "
               "reduction)", file=sys.stderr)
@@ -164,8 +168,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         code = _choose_layouts(g, args.log, variants)
         if code:
             return code
-    if args.rounds == 0:
-        lib = compile_network(plan, log_file=args.log)  # layouts: the choice just recorded, if any
+    if args.rounds == 0 or args.target != "native":  # the comparison below compiles natively
+        # layouts: the choice just recorded, if any
+        lib = compile_network(plan, log_file=args.log, target=args.target)
         b = lib.benchmark()
         print(f"measured latency of the compiled network: {b['mean'] * 1e3:.3f} ms per inference")
         return 0

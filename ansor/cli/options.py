@@ -2,11 +2,12 @@
 network tune`` had grown two dialects - different flags, defaults and bounds for the same idea).
 
 ``add_tuning_options`` gives a command --log, --trials, --per-round, --early-stopping, --seed,
---population, --timeout, --min-repeat-ms, --cost-model, --threads, --cluster and -v/-q, with one
+--population, --timeout, --min-repeat-ms, --cost-model, --threads, --target, --cluster and -v/-q, with one
 type, bound and meaning each; the functions below turn the parsed values into what the tuners
 take (the cost model, the builder and runner, ``TuningOptions``), so both commands hand the same
 option to the same place. ``add_threads_option`` gives --threads to the other commands that run
-kernels; ``threads_env`` applies it. ``add_model_options`` gives every ``network`` command MODEL
+kernels; ``threads_env`` applies it. ``add_target_option`` gives --target (the CPU to build for)
+to every command that compiles (the tuning commands get it with the rest). ``add_model_options`` gives every ``network`` command MODEL
 with --seq-len, --image-size, --shape and --batch.
 """
 from __future__ import annotations
@@ -79,6 +80,18 @@ def add_threads_option(p: argparse.ArgumentParser) -> None:
                    f"${ENV_NUM_THREADS}, else every usable CPU)")
 
 
+TARGET_HELP = ("the CPU to build for: native (this host, default), x86-64-v2, x86-64-v3, haswell, "
+               "x86-64-v4, skylake-avx512, znver3, znver4 or another LLVM CPU name; code for a CPU "
+               "feature this host lacks is built but not run here, and only that target's "
+               "records are used")
+
+
+def add_target_option(p: argparse.ArgumentParser) -> None:
+    """--target NAME: the CPU every command that compiles builds for (``measure.targets``; an
+    unknown name is a one-line error when the command starts building)."""
+    p.add_argument("--target", default="native", metavar="NAME", help=TARGET_HELP)
+
+
 def add_measurement_options(p: argparse.ArgumentParser, timeout_default: str) -> None:
     """--timeout and --min-repeat-ms: how one measurement runs (None when not given: the
     command's runner keeps its default, which ``timeout_default`` states)."""
@@ -114,6 +127,7 @@ def add_tuning_options(p: argparse.ArgumentParser, *, log_help: str, trials_help
     p.add_argument("--cost-model", dest="cost_model", default="learned", metavar="MODEL",
                    help=COST_MODEL_HELP)
     add_threads_option(p)
+    add_target_option(p)
     add_cluster_argument(p)
     p.add_argument("-v", dest="verbose", action="count", default=0,
                    help="-v, --verbose: more output: a mark per candidate and the search's "

@@ -12,6 +12,7 @@ from ansor.tuning import TuneResult, TuningOptions, format_speedup
 from compute.ops import get_workload
 from measure.record import RecordFileError
 from measure.runtime import num_threads
+from measure.targets import TargetError
 
 from . import numpy_matmul, options
 from .cluster import RESUME_HINT
@@ -48,8 +49,11 @@ def _task_and_log(ns: argparse.Namespace) -> tuple[SearchTask, str | None] | int
         name, args = ns.workload, ns.args or spec.default_args
         log = ns.log if ns.log is not None else f"{name}.json"
     try:
-        return SearchTask(func=name, args=args,
+        return SearchTask(func=name, args=args, target=ns.target,
                           layout_rewrite_inputs=getattr(ns, "constant_inputs", None) or ()), log
+    except TargetError as err:  # an unknown --target, said as the option's problem
+        print(f"ansor tune: --target: {err}", file=sys.stderr)
+        return 2
     except (TypeError, ValueError) as err:
         print(f"ansor: {name}{args}: {err}", file=sys.stderr)
         return 2
@@ -104,6 +108,7 @@ def cmd_tune(ns: argparse.Namespace) -> int:
     task, log = found
     if ns.cluster is None:  # measured here: its tensors must fit (a cluster's workers: theirs)
         check_workload_memory(task.compute_dag, task.desc)
+        task.target.check_runnable("candidates")  # and this CPU run its code: before the log
     # The cost model first: a refused model file must not leave an empty log behind.
     model = options.load_cost_model(ns.cost_model,
                                     ns.seed if ns.seed is not None or not quick else 0)

@@ -44,6 +44,7 @@ from .ir_types import BOUNDARY_DTYPES, numpy_dtype
 from .layout_tuning import TransformKey, chosen_layouts, transform_state
 from .layouts import NHWC
 from .memory_plan import check_graph_memory
+from .module_target import check_module_cpu, target_entry
 from .module_benchmark import benchmark_calls
 from .plan import NetworkPlan, plan_network
 from .schedules import UNTUNED_MODES, choose_schedules
@@ -89,6 +90,10 @@ class NetworkModule:
     @property
     def num_kernels(self) -> int:
         return len(self._steps)
+
+    @property
+    def target_name(self) -> str:  # the CPU the kernels were built for (``measure.targets``)
+        return self._steps[0].kernel.compiled.target if self._steps else "native"
 
     @property
     def num_layout_transforms(self) -> int:
@@ -164,6 +169,7 @@ class NetworkModule:
                          "args": [{"name": a.name, "shape": list(a.shape), "dtype": a.dtype, "written": a.written}
                                   for a in k.compiled.args]} for k in kernel_list],
             "steps": plan,
+            "target": target_entry(self.target_name),
         }
         np.savez(out / "weights.npz", **self._consts)
         (out / "module.json").write_text(json.dumps(meta))
@@ -199,7 +205,8 @@ def _plan_buffers(order: list[tuple[str, list[str]]], types: Mapping[str, Tensor
 def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | None = None,
                     strict: bool = False, verbose: bool = True, file: TextIO | None = None,
                     layout_rewrite: bool | None = None,
-                    layouts: str | Sequence[str] | None = "auto", untuned: str = "rules") -> NetworkModule:
+                    layouts: str | Sequence[str] | None = "auto", untuned: str = "rules",
+                    target: str | None = None) -> NetworkModule:
     """Build ``network`` (a ``Graph``, or the ``NetworkPlan`` of one, so that nothing is fused or
     lowered again) into a ``NetworkModule``: ``choose_schedules`` (each task's best record in
     ``log_file``, else an untuned schedule, named in a table on ``file`` (stderr) unless
@@ -224,7 +231,13 @@ def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | 
     register-tiled schedule, ``ansor.untuned.untuned_schedule``) or ``"guess"`` (the pre-trained
     cost model's pick after one search round, ``SearchTask.best_guess`` with
     ``NETWORK_GUESS_SEARCH``; a second or so per task, and ValueError if no pre-trained model is
-    available)."""
+    available).
+
+    ``target``: the CPU to build for (``"x86-64-v3"``...: ``measure.targets``; default ``native``);
+    only its records count (others are ignored with a warning); ``load_module`` checks the CPU."""
+    from measure.targets import get_target, use_target  # noqa: PLC0415 - LLVM starts only when built
+
+    built_for = get_target(target)  # an unknown name: one line, before any work
     if untuned not in UNTUNED_MODES:
         raise ValueError(f"compile_network untuned must be one of {', '.join(UNTUNED_MODES)}, got {untuned!r}")
     if not isinstance(network, (Graph, NetworkPlan)):
@@ -243,12 +256,13 @@ def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | 
         if plan.include_simple:
             raise ValueError("compile_network: a plan made with include_simple=True has tasks the "
                              "compiled network does not schedule as tasks; plan it without")
-    if isinstance(layouts, str) and layouts == "auto":
-        layouts = chosen_layouts(graph, log_file, plan.groups) if log_file is not None else None
-    wanted = (NHWC,) * len(plan.groups) if layouts is None else layouts
-    if isinstance(wanted, str) or tuple(wanted) != plan.layouts:
-        plan = plan.with_layouts(layouts)  # checked there; the NHWC groups are not lowered again
-    return link(plan, choose_schedules(plan, log_file, strict, verbose, file, untuned))
+    with use_target(built_for):  # the layouts, records, schedules and kernels of that CPU
+        if isinstance(layouts, str) and layouts == "auto":
+            layouts = chosen_layouts(graph, log_file, plan.groups) if log_file is not None else None
+        wanted = (NHWC,) * len(plan.groups) if layouts is None else layouts
+        if isinstance(wanted, str) or tuple(wanted) != plan.layouts:
+            plan = plan.with_layouts(layouts)  # checked there; the NHWC groups are not lowered again
+        return link(plan, choose_schedules(plan, log_file, strict, verbose, file, untuned))
 
 
 def _run_order(plan: NetworkPlan) -> tuple[list[tuple], dict[str, Any]]:
@@ -430,6 +444,7 @@ def load_module(path: str | os.PathLike) -> NetworkModule:
         raise _module_error(meta_file, f"invalid JSON ({e})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise _module_error(meta_file, f"expected format {FORMAT!r} version {VERSION}")
+    built_for = target.get_target(check_module_cpu(root, meta.get("target")))
     try:
         with np.load(root / "weights.npz", allow_pickle=False) as z:
             consts = {k: z[k] for k in z.files}
@@ -464,11 +479,14 @@ def load_module(path: str | os.PathLike) -> NetworkModule:
             args = tuple(ArgSpec(str(a["name"]), tuple(int(d) for d in a["shape"]), str(a["dtype"]),
                                  bool(a["written"])) for a in k["args"])
             ir = (root / f"kernel{i}.ll").read_text()
-            if k["toolchain"] == target.toolchain_key():
+            if k["toolchain"] == target.toolchain_key(built_for):
                 obj = (root / f"kernel{i}.o").read_bytes()
             else:  # another LLVM/CPU: compile the module's own IR for this one
-                obj = object_code(ir)
-            kernels.append(Kernel(CompiledObject(str(k["symbol"]), obj, ir, args, target.toolchain_key(), 0.0)))
+                with target.use_target(built_for):
+                    obj = object_code(ir)
+            kernels.append(Kernel(CompiledObject(str(k["symbol"]), obj, ir, args,
+                                                 target.toolchain_key(built_for), 0.0,
+                                                 target=built_for.name)))
         steps = [_Step(kernels[int(s["kernel"])], [int(b) for b in s["args"]], str(s["name"]),
                        s.get("transform", False) is True)
                  for s in meta["steps"]]

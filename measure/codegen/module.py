@@ -14,8 +14,11 @@ class _Module:
         self.triple = target.host_triple()
         self.datalayout = target.data_layout()
         self.attr_group = "#0"
-        self.attrs = (f'nounwind "target-cpu"="{target.host_cpu_name()}" '
-                      f'"target-features"="{target.host_cpu_features()}"')
+        # The current target's CPU; a named CPU's own features come with its name, so only
+        # ``native`` spells its (the host's) feature string out.
+        t = target.current_target()
+        self.attrs = f'nounwind "target-cpu"="{t.cpu}"' + (
+            f' "target-features"="{t.features}"' if t.features else "")
         self.math = I.MathLibrary(self.attr_group)
         self.functions: list[str] = []
         self.decls: dict[str, str] = {}
