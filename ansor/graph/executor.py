@@ -69,16 +69,17 @@ class NetworkModule:
 
     Threads: ``run`` may be called from many threads at once (a loaded module too). Each run
     takes a context from a pool: its own inputs, intermediates and outputs (``context_nbytes``
-    each), constants shared read-only. At most ``max_concurrent_runs`` runs execute at once,
-    others wait for a context: by default ``max(1, usable CPUs // kernel threads)``, as every
-    kernel runs an OpenMP team of ``ANSOR_NUM_THREADS`` (default: every CPU) threads, so runs
-    never oversubscribe the cores (by default one run at a time, on all cores; with
-    ``ANSOR_NUM_THREADS=1`` one run per core). The pool grows lazily to that bound, so memory is
-    at most ``max_concurrent_runs * context_nbytes`` besides the constants; one thread reuses one
-    context. Taking it costs ~0.2 us a call. Measured on 2 shared cores (other jobs: load 7-9),
-    8 threads x 5 calls of resnet-18 at 32x32: CPU time per call equal at limits 1, 2 and 8
-    (~20 ms), so the bound loses no work; wall-clock figures there track the share of the
-    machine won, not the limit. ``benchmark`` times one context."""
+    each), constants shared read-only. At most ``max_concurrent_runs`` (settable) runs execute
+    at once, others wait for a context: by default ``max(1, usable CPUs // kernel threads)``, as
+    every kernel runs an OpenMP team of ``ANSOR_NUM_THREADS`` (default: every CPU) threads (the
+    count it passes to ``GOMP_parallel``, fixed when it loads), so runs never oversubscribe the
+    cores: by default one run at a time on all cores, with ``ANSOR_NUM_THREADS=1`` one per core.
+    The pool grows lazily to that bound, so contexts take at most ``max_concurrent_runs *
+    context_nbytes``; one thread reuses one context, taken for ~0.2 us a call. Measured on 2
+    cores shared with other jobs (load 7-9), 8 threads x 5 calls of resnet-18 at 32x32, 2-thread
+    kernels: CPU time per call the same at limits 1, 2 and 8 (17-20 ms, two runs), so the bound
+    loses no work; wall-clock calls/s there followed the share of the machine won, not the
+    limit. ``benchmark`` times one context."""
 
     def __init__(self, inputs: Mapping[str, TensorType], outputs: list[tuple[str, int]],
                  specs: list[tuple], consts: Mapping[str, np.ndarray], input_buffers: dict[str, int],

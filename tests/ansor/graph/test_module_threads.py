@@ -128,3 +128,16 @@ def test_a_failed_run_gives_its_context_back(net, monkeypatch):
     with pytest.raises(ansor.graph.GraphError, match="expected shape"):
         lib.run({"x": xs[0][0][:, :4]})
     np.testing.assert_allclose(lib.run({"x": xs[0][0]})["softmax"], refs[0][0], rtol=1e-4, atol=1e-6)
+
+
+def test_contexts_share_constants_and_own_the_rest(net, monkeypatch):
+    lib = _compile(net[0], monkeypatch)
+    other = lib._new_context().buffers
+    own = {i for i, sp in enumerate(lib._specs) if sp[0] in ("input", "alloc")}
+    assert own and any(sp[0] == "const" for sp in lib._specs)
+    for i, (a, b) in enumerate(zip(lib._buffers, other)):
+        if i in own:
+            assert not np.shares_memory(a, b)
+        elif lib._specs[i][0] == "const":
+            assert a is b  # weights are not copied per context
+    assert lib.context_nbytes == sum(lib._buffers[i].nbytes for i in own)
