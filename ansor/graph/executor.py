@@ -6,10 +6,11 @@ a schedule (``schedules.choose_schedules``: the best record of its task in ``log
 the untuned schedule, named loudly) and links them (``link``): one kernel per distinct schedule,
 buffers, packed constants.
 
-The result, a ``NetworkModule``, owns one buffer per graph input and output and a planned pool of
-intermediate buffers: a buffer whose last reader has run is reused for a later value of the same
-dtype and size. Each step's argument pointers are computed once at compile time, so a run is a
-loop of native calls (``benchmark`` reports the dispatch overhead beside the kernels' time).
+The result, a ``NetworkModule``, runs in a context (``module_contexts``) owning one buffer per
+graph input and output and a planned pool of intermediate buffers: a buffer whose last reader has
+run is reused for a later value of the same dtype and size. Each step's argument pointers are
+computed once per context, so a run is a loop of native calls (``benchmark`` reports the dispatch
+overhead beside the kernels' time). Concurrent runs take different contexts (thread-safe).
 
 Weight layout rewrite (``layout_rewrite=True``, the default): a kernel whose schedule packs a
 constant input (``PackStep``) is built without the pack and reads a copy of the constant packed
@@ -35,7 +36,6 @@ from typing import Any, TextIO
 import numpy as np
 
 from compute import dtype as dt
-from measure.buffers import aligned_copy, aligned_zeros, is_aligned
 from sketch.layout_rewrite import pack_array
 
 from ..build_module import build
@@ -43,9 +43,10 @@ from .ir import Graph, GraphError, TensorType, display_name
 from .ir_types import BOUNDARY_DTYPES, numpy_dtype
 from .layout_tuning import TransformKey, chosen_layouts, transform_state
 from .layouts import NHWC
-from .memory_plan import check_graph_memory
+from .memory_plan import check_graph_memory, plan_buffers
 from .module_target import check_module_cpu, target_entry
 from .module_benchmark import benchmark_calls
+from .module_contexts import Context, ContextPool, default_limit, materialise, own_nbytes
 from .plan import NetworkPlan, plan_network
 from .schedules import UNTUNED_MODES, choose_schedules
 from .tasks import constant_positions
@@ -65,7 +66,21 @@ class _Step:
 class NetworkModule:
     """A compiled network. ``run(inputs)`` -> ``{output name: array}``. ``io_dtypes``: the
     graph's boundary dtypes (``Graph.io_dtypes``: float16/bfloat16 inputs and outputs computed
-    as float32 inside), kept by ``export``/``load_module``."""
+    as float32 inside), kept by ``export``/``load_module``.
+
+    Threads: ``run`` may be called from many threads at once (a loaded module too). Each run
+    takes a context from a pool: its own inputs, intermediates and outputs (``context_nbytes``
+    each), constants shared read-only. At most ``max_concurrent_runs`` (settable) runs execute
+    at once, others wait for a context: by default ``max(1, usable CPUs // kernel threads)``, as
+    every kernel runs an OpenMP team of ``ANSOR_NUM_THREADS`` (default: every CPU) threads (the
+    count it passes to ``GOMP_parallel``, fixed when it loads), so runs never oversubscribe the
+    cores: by default one run at a time on all cores, with ``ANSOR_NUM_THREADS=1`` one per core.
+    The pool grows lazily to that bound, so contexts take at most ``max_concurrent_runs *
+    context_nbytes``; one thread reuses one context, taken for ~0.2 us a call. Measured on 2
+    cores shared with other jobs (load 7-9), 8 threads x 5 calls of resnet-18 at 32x32, 2-thread
+    kernels: CPU time per call the same at limits 1, 2 and 8 (17-20 ms, two runs), so the bound
+    loses no work; wall-clock calls/s there followed the share of the machine won, not the
+    limit. ``benchmark`` times one context."""
 
     def __init__(self, inputs: Mapping[str, TensorType], outputs: list[tuple[str, int]],
                  specs: list[tuple], consts: Mapping[str, np.ndarray], input_buffers: dict[str, int],
@@ -80,12 +95,13 @@ class NetworkModule:
         self.output_names = [o for o, _ in outputs]
         self._outputs, self._specs = outputs, specs
         self._consts = dict(consts)
-        self._buffers = buffers = _materialise(specs, consts)
         self._input_buffers = input_buffers
         self._steps = steps
-        self._calls = [(s.kernel._fn, [buffers[b].ctypes.data for b in s.args]) for s in steps]
+        first = Context(materialise(specs, consts), steps)
+        self._buffers = first.buffers  # the first context's, for inspection
         for s in steps:  # check every call once, as a Kernel call would, then call raw
-            s.kernel.arg_pointers(*[buffers[b] for b in s.args])
+            s.kernel.arg_pointers(*[first.buffers[b] for b in s.args])
+        self._contexts = ContextPool(self._new_context, default_limit(s.kernel for s in steps), first)
 
     @property
     def num_kernels(self) -> int:
@@ -100,7 +116,30 @@ class NetworkModule:
         """Kernel calls that only change an activation's layout (see ``compile_network``)."""
         return sum(1 for s in self._steps if s.transform)
 
-    def _set_inputs(self, inputs: Mapping[str, Any]) -> None:
+    @property
+    def max_concurrent_runs(self) -> int:
+        """How many runs may execute at once (each in its own context); more wait for a context."""
+        return self._contexts.limit
+
+    @max_concurrent_runs.setter
+    def max_concurrent_runs(self, n: int) -> None:
+        self._contexts.limit = n
+
+    @property
+    def num_contexts(self) -> int:
+        """Contexts made so far (at most ``max_concurrent_runs``)."""
+        return self._contexts.made
+
+    @property
+    def context_nbytes(self) -> int:
+        """Bytes of one context's own buffers (inputs, intermediates, outputs)."""
+        return own_nbytes(self._specs)
+
+    def _new_context(self) -> Context:
+        # Constants (and views of them) are the first context's arrays, shared read-only.
+        return Context(materialise(self._specs, self._consts, self._buffers), self._steps)
+
+    def _set_inputs(self, buffers: list[np.ndarray], inputs: Mapping[str, Any]) -> None:
         if not isinstance(inputs, Mapping):
             raise TypeError(f"run takes a dict of input name -> array, got {type(inputs).__name__}")
         unknown = [n for n in inputs if n not in self.input_types]
@@ -119,26 +158,32 @@ class NetworkModule:
             if arr.dtype not in self._accepts[name]:
                 want = " or ".join(sorted(str(d) for d in self._accepts[name]))
                 raise GraphError(f"input {display_name(name)}: expected dtype {want}, got {arr.dtype}")
-            self._buffers[self._input_buffers[name]][...] = arr  # a half-precision array: widened here
-
-    def _execute(self) -> None:
-        for fn, ptrs in self._calls:
-            fn(*ptrs)
+            buffers[self._input_buffers[name]][...] = arr  # a half-precision array: widened here
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run on named numpy inputs (exact shape and dtype; an input with a float16/bfloat16
         boundary takes that dtype or float32); returns fresh output arrays (a half-precision
         output rounded to its boundary dtype)."""
-        self._set_inputs(inputs)
-        self._execute()
-        return {name: self._buffers[b].astype(self._out_dtypes[name]) if name in self._out_dtypes
-                else self._buffers[b].copy() for name, b in self._outputs}
+        pool = self._contexts
+        ctx = pool.take()
+        try:
+            buffers = ctx.buffers
+            self._set_inputs(buffers, inputs)
+            ctx.execute()
+            return {name: buffers[b].astype(self._out_dtypes[name]) if name in self._out_dtypes
+                    else buffers[b].copy() for name, b in self._outputs}
+        finally:
+            pool.give(ctx)
 
     def benchmark(self, repeat: int = 5, min_repeat_ms: float = 100, warmup_ms: float = 200) -> dict[str, float]:
         """Median seconds per inference (``mean``), the executor's own dispatch cost per inference
         (``overhead``: the same loop of calls with a native no-op in place of each kernel) and its
         share of ``mean`` (``overhead_share``); ``kernels`` is the number of kernel calls."""
-        return benchmark_calls(self._calls, repeat, min_repeat_ms, warmup_ms)
+        ctx = self._contexts.take()  # one context, as one thread's runs use
+        try:
+            return benchmark_calls(ctx.calls, repeat, min_repeat_ms, warmup_ms)
+        finally:
+            self._contexts.give(ctx)
 
     # ---- export / load --------------------------------------------------------------------
     def export(self, path: str | os.PathLike) -> Path:
@@ -174,32 +219,6 @@ class NetworkModule:
         np.savez(out / "weights.npz", **self._consts)
         (out / "module.json").write_text(json.dumps(meta))
         return out
-
-
-def _plan_buffers(order: list[tuple[str, list[str]]], types: Mapping[str, TensorType], keep: set[str]
-                  ) -> dict[str, int]:
-    """Buffer id per intermediate value: a value takes a free buffer of its dtype and size (one
-    whose last reader ran before it is written), else a new one. ``order`` lists (written value,
-    values read) per step; ``keep`` values (outputs) never share."""
-    last_use: dict[str, int] = {}
-    for i, (_, reads) in enumerate(order):
-        for r in reads:
-            last_use[r] = i
-    assign: dict[str, int] = {}
-    free: dict[tuple[str, int], list[int]] = {}
-    n = 0
-    for i, (value, reads) in enumerate(order):
-        t = types[value]
-        key = (t.dtype, t.size)
-        if value not in keep and free.get(key):
-            assign[value] = free[key].pop()
-        else:
-            assign[value] = n
-            n += 1
-        for r in set(reads):
-            if r in assign and r not in keep and last_use.get(r) == i:
-                free.setdefault((types[r].dtype, types[r].size), []).append(assign[r])
-    return assign
 
 
 def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | None = None,
@@ -323,7 +342,7 @@ def link(plan: NetworkPlan, schedules: Sequence[Any]) -> NetworkModule:
                                                     and (not isinstance(k, str) or k not in graph.constants)]))
         else:
             order.append((it[3], [it[2]]))
-    planned = _plan_buffers(order, types, set(out_keys.values()) | set(graph.inputs))
+    planned = plan_buffers(order, types, set(out_keys.values()) | set(graph.inputs))
     base = len(specs)
     sizes: dict[int, tuple[int, str]] = {}
     for value, bid in planned.items():
@@ -401,25 +420,6 @@ def link(plan: NetworkPlan, schedules: Sequence[Any]) -> NetworkModule:
     outputs = [(o, view(buffer_of(out_keys[o]), types[o].shape)) for o in graph.outputs]
     return NetworkModule(dict(graph.inputs), outputs, specs, consts, {n: ids[n] for n in graph.inputs}, steps,
                          graph.io_dtypes)
-
-
-def _materialise(specs: list[tuple], consts: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-    """The arrays of buffer ``specs``, each on a 64-byte boundary (``measure.buffers``: where the
-    tuner timed the kernels): ``("input", shape, dtype)``, ``("alloc", size, dtype)``
-    (flat), ``("const", key)`` (``consts[key]``), ``("view", buffer, shape)`` (the first elements of
-    that buffer, row-major)."""
-    out: list[np.ndarray] = []
-    for spec in specs:
-        kind = spec[0]
-        if kind in ("input", "alloc"):
-            out.append(aligned_zeros(spec[1], dt.to_numpy(spec[2])))
-        elif kind == "const":
-            c = np.asarray(consts[spec[1]])
-            out.append(c if c.flags.c_contiguous and is_aligned(c) else aligned_copy(c))
-        else:
-            flat = out[spec[1]].reshape(-1)  # a view: every buffer is C-contiguous
-            out.append(flat[:int(np.prod(spec[2]))].reshape(spec[2]))
-    return out
 
 
 def _module_error(path: Path, msg: str) -> GraphError:

@@ -9,10 +9,11 @@ plan as a whole against the memory available (``compute.memory``) and raises one
 The compiled module (``executor.compile_network``) holds the inputs, the constants and its
 intermediate buffers, which it reuses once their last reader has run, so it needs at least the
 peak of the values live at once (``peak``); the numpy reference interpreter keeps every value
-(``all_values``).
+(``all_values``). ``plan_buffers`` is that reuse: which buffer each intermediate value takes.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,3 +90,29 @@ def check_graph_memory(graph: Graph, compiled: bool = True, reference: bool = Fa
                       f"{fmt_bytes(plan.constants)} of weights, {', '.join(parts)}; largest tensor "
                       f"{display_name(name)} {t}, {fmt_bytes(nbytes)})")
     return plan
+
+
+def plan_buffers(order: list[tuple[str, list[str]]], types: Mapping[str, TensorType], keep: set[str]
+                  ) -> dict[str, int]:
+    """Buffer id per intermediate value: a value takes a free buffer of its dtype and size (one
+    whose last reader ran before it is written), else a new one. ``order`` lists (written value,
+    values read) per step; ``keep`` values (outputs) never share."""
+    last_use: dict[str, int] = {}
+    for i, (_, reads) in enumerate(order):
+        for r in reads:
+            last_use[r] = i
+    assign: dict[str, int] = {}
+    free: dict[tuple[str, int], list[int]] = {}
+    n = 0
+    for i, (value, reads) in enumerate(order):
+        t = types[value]
+        key = (t.dtype, t.size)
+        if value not in keep and free.get(key):
+            assign[value] = free[key].pop()
+        else:
+            assign[value] = n
+            n += 1
+        for r in set(reads):
+            if r in assign and r not in keep and last_use.get(r) == i:
+                free.setdefault((types[r].dtype, types[r].size), []).append(assign[r])
+    return assign
