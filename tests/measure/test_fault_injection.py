@@ -31,7 +31,9 @@ def one_thread(monkeypatch):
 
 @pytest.fixture(scope="module")
 def builder():
-    with LocalBuilder(timeout=1.0, n_parallel=2, build_func=FAULTY_BUILD) as b:
+    # 3 s: a normal build (LLVM O3 of a tiled gemm) took over 1 s on a 2-core machine loaded 4x,
+    # and every candidate of a batch then read as a build timeout; the hung build sleeps an hour.
+    with LocalBuilder(timeout=3.0, n_parallel=2, build_func=FAULTY_BUILD) as b:
         yield b
 
 
