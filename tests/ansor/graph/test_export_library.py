@@ -18,6 +18,7 @@ import pytest
 import ansor
 from ansor.graph import GraphBuilder
 from ansor.graph.executor import compile_network
+from ansor.graph.export_library import ISA_FEATURES, required_features
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
@@ -53,7 +54,8 @@ def test_files_and_symbols(resnet):
     meta = json.loads((d / "net.json").read_text())
     assert meta["inputs"] == [{"name": "data", "shape": [1, 32, 32, 3], "dtype": "float32", "nbytes": 12288}]
     assert meta["weights_bytes"] == (d / "net.weights").stat().st_size
-    assert "avx2" in meta["required_features"] and meta["target"]["cpu"]
+    assert meta["required_features"] == required_features() and meta["target"]["cpu"]
+    assert set(meta["required_features"]) <= ISA_FEATURES
     # The exported symbols are the C ABI only; kernels are hidden, named by number.
     out = subprocess.run(["nm", "-D", "--defined-only", str(d / "net.so")], capture_output=True, text=True)
     if out.returncode == 0:
@@ -203,3 +205,20 @@ def test_cli_export_zoo_and_onnx(tmp_path):
         np.testing.assert_allclose(got[name], w, rtol=1e-3, atol=1e-3 * float(np.abs(w).max()))
     bad = _cli("resnet-18", "--image-size", "32", "-o", str(tmp_path / "x.dll"))
     assert bad.returncode == 2 and "DIR/NAME.so" in bad.stderr
+
+
+def test_half_precision_boundary(tmp_path):
+    """A float16 boundary: the library computes in float32, the loader converts like ``run``."""
+    b = GraphBuilder()
+    x = b.input("x", (3, 5))
+    y = b.add_node("relu", [x], name="y")
+    lib = compile_network(b.build(y, io_dtypes={"x": "float16", "y": "float16"}), verbose=False)
+    lib.export_library(tmp_path / "h.so")
+    m = _runtime(tmp_path).load(str(tmp_path / "h.so"))
+    assert m.inputs["x"] == ((3, 5), np.dtype(np.float16)) and m.outputs["y"][1] == np.float16
+    xv = np.random.default_rng(2).standard_normal((3, 5)).astype(np.float16)
+    got, want = m.run({"x": xv})["y"], lib.run({"x": xv})["y"]
+    assert got.dtype == want.dtype == np.float16
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="expected dtype float16 or float32, got int32"):
+        m.run({"x": np.zeros((3, 5), np.int32)})
