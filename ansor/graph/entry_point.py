@@ -5,7 +5,8 @@ the context's arena, calls every kernel in order with constant offsets into the 
 intermediate buffers) and into the mapped weights file (constants, packed ones already packed),
 and copies the outputs out. The rest of the C ABI (``ansor_net.h``, shipped in
 ``ansor/runtime``): ``ansor_create`` (maps the weights file, checks its size and identity,
-allocates the arena), ``ansor_destroy``, ``ansor_last_error`` (a per-thread message), the
+allocates the arena; first refuses a CPU without the features the code needs: ``cpu_check``),
+``ansor_destroy``, ``ansor_last_error`` (a per-thread message), the
 tensor query functions, ``ansor_metadata_json`` and ``ansor_required_features``.
 
 A context owns its arena and its thread count, so contexts are independent: each thread may run
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from .cpu_check import cpu_check_ir
 
 ERR_BYTES = 512
 # open(2) flags and mmap(2) constants of Linux x86-64.
@@ -183,11 +186,20 @@ def _create(e: EntryPoint) -> list[str]:
     fmt_head = e._cstr("ansor_create: %s is not the weights file of this library (another export's?)")
     fmt_mem = e._cstr("ansor_create: out of memory allocating %lld bytes of buffers")
     msg_null = e._cstr("ansor_create: weights_path is NULL")
+    fmt_cpu = e._cstr("ansor_create: this CPU lacks feature(s) the library was built for:%s "
+                      "(export it for this machine's target)")
     w, ar = e.weights_bytes, e.arena_bytes
-    return f"""
+    return cpu_check_ir(e.features.split(",") if e.features else [], e._cstr) + f"""
 define ptr @ansor_create(ptr %path, i32 %nthreads) #0 {{
 entry:
   %err = call ptr @llvm.threadlocal.address.p0(ptr @.err)
+  %missing = alloca [1024 x i8], align 16
+  %cpubad = call i1 @.cpu_missing(ptr %missing, i64 1024)
+  br i1 %cpubad, label %e_cpu, label %args
+e_cpu:
+  %r0 = call i32 (ptr, i64, ptr, ...) @snprintf(ptr %err, i64 {ERR_BYTES}, ptr {fmt_cpu}, ptr %missing)
+  ret ptr null
+args:
   %pnull = icmp eq ptr %path, null
   br i1 %pnull, label %e_null, label %open
 e_null:

@@ -151,6 +151,7 @@ def _object(ir: str, rename: dict[str, str] | None, index: int) -> bytes:
                 g.linkage = "internal"
         mod.verify()
         target.optimize(mod)
+    llvm.initialize_native_asmparser()  # the entry point's cpuid/xgetbv are inline assembly
     tm = llvm.Target.from_triple(target.host_triple()).create_target_machine(
         cpu=target.host_cpu_name(), features=target.host_cpu_features(), opt=3, reloc="pic",
         codemodel="default")
@@ -198,9 +199,11 @@ def _link(objects: list[Path], out: Path) -> str:
     return desc
 
 
-def export_library(module: Any, path: str | os.PathLike) -> Exported:
+def export_library(module: Any, path: str | os.PathLike, features: list[str] | None = None) -> Exported:
     """Write ``module`` (a ``NetworkModule``) as the library ``path`` (``DIR/NAME.so``) and its
-    files beside it (see the module docstring); returns what was written and the linker used."""
+    files beside it (see the module docstring); returns what was written and the linker used.
+    ``features``: the CPU features recorded as required and checked at load (default
+    ``required_features()``, the build machine's: the code is built for it)."""
     from measure import target  # noqa: PLC0415 - LLVM, as above
 
     lib = Path(path)
@@ -222,7 +225,7 @@ def export_library(module: Any, path: str | os.PathLike) -> Exported:
         steps.append({"kernel": k, "args": list(s.args), "name": s.name})
     inputs = [_io(module, place, n, module._input_buffers[n]) for n in module.input_types]
     outputs = [_io(module, place, n, b) for n, b in module._outputs]
-    features = required_features()
+    features = required_features() if features is None else list(features)
 
     def tensor_json(t: Tensor) -> dict:
         d = {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "nbytes": t.nbytes}

@@ -56,6 +56,9 @@ def test_files_and_symbols(resnet):
     assert meta["weights_bytes"] == (d / "net.weights").stat().st_size
     assert meta["required_features"] == required_features() and meta["target"]["cpu"]
     assert set(meta["required_features"]) <= ISA_FEATURES
+    from ansor.graph.cpu_check import CPUID_BITS
+
+    assert ISA_FEATURES <= set(CPUID_BITS)  # the library's own check knows every feature recorded
     # The exported symbols are the C ABI only; kernels are hidden, named by number.
     out = subprocess.run(["nm", "-D", "--defined-only", str(d / "net.so")], capture_output=True, text=True)
     if out.returncode == 0:
@@ -250,3 +253,44 @@ def test_half_precision_boundary(tmp_path):
     np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="expected dtype float16 or float32, got int32"):
         m.run({"x": np.zeros((3, 5), np.int32)})
+
+
+def _cpu_lacks() -> str | None:
+    """A feature the library's own check knows that this CPU lacks (per /proc/cpuinfo)."""
+    from ansor.graph.cpu_check import CPUID_BITS
+
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    names = {"avx512fp16": "avx512_fp16", "avxvnni": "avx_vnni", "avx512vbmi2": "avx512_vbmi2",
+             "avx512bf16": "avx512_bf16", "avx512f": "avx512f", "avx2": "avx2"}
+    return next((f for f, flag in names.items() if f in CPUID_BITS and flag not in flags), None)
+
+
+def test_the_library_itself_refuses_a_cpu_without_its_features(tmp_path):
+    """From C (no Python loader): ``ansor_create`` checks cpuid and names the missing feature."""
+    lacking = _cpu_lacks()
+    if lacking is None:
+        pytest.skip("this CPU has every feature the check knows")
+    import ctypes
+
+    from ansor.graph.export_library import export_library
+
+    b = GraphBuilder()
+    x = b.input("x", (4,))
+    lib = compile_network(b.build(b.add_node("relu", [x], name="y")), verbose=False)
+    export_library(lib, tmp_path / "net.so", features=[*required_features(), lacking])
+    so = ctypes.CDLL(str(tmp_path / "net.so"))
+    so.ansor_create.restype, so.ansor_create.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
+    so.ansor_last_error.restype = ctypes.c_char_p
+    assert not so.ansor_create(str(tmp_path / "net.weights").encode(), 1)
+    msg = so.ansor_last_error().decode()
+    assert msg == (f"ansor_create: this CPU lacks feature(s) the library was built for: {lacking} "
+                   "(export it for this machine's target)")
+    # Without the fake requirement the same check passes.
+    export_library(lib, tmp_path / "ok" / "net.so")
+    m = _runtime(tmp_path / "ok").load(str(tmp_path / "ok" / "net.so"))
+    np.testing.assert_array_equal(m.run({"x": np.array([-1, 2, -3, 4], np.float32)})["y"], [0, 2, 0, 4])
