@@ -158,6 +158,19 @@ def _object(ir: str, rename: dict[str, str] | None, index: int) -> bytes:
     return bytes(tm.emit_object(mod))
 
 
+def _kernel_object(ir: str, symbol: str, index: int) -> bytes:
+    """``_object`` of a kernel, through the compile cache (keyed by the IR, the symbol and the
+    index, which fix the renaming; ``measure.compile_cache`` adds the toolchain): exporting
+    the same network again, or another one sharing kernels, skips LLVM."""
+    from measure import compile_cache  # noqa: PLC0415 - LLVM, as above
+
+    data, _ = compile_cache.cached(
+        "pic-kernel-object-1", f"{symbol} {index} reloc=pic codemodel=default\n{ir}",
+        lambda: _object(_kernel_ir(ir), {symbol: f"__ansor_k{index}"}, index),
+        lambda b: b if b[:4] == b"\x7fELF" else None)
+    return data
+
+
 def find_linker() -> tuple[list[str], str]:
     """The C compiler driver that links the library: the system's, else ziglang's."""
     for name in ("cc", "gcc", "clang"):
@@ -243,7 +256,7 @@ def export_library(module: Any, path: str | os.PathLike, features: list[str] | N
         objs = []
         for i, (sym, ir, _) in enumerate(objects_ir):
             o = Path(tmp) / f"k{i}.o"
-            o.write_bytes(_object(_kernel_ir(ir), {sym: f"__ansor_k{i}"}, i))
+            o.write_bytes(_kernel_object(ir, sym, i))
             objs.append(o)
         o = Path(tmp) / "entry.o"
         o.write_bytes(_object(entry_point_ir(entry), None, len(objects_ir)))
