@@ -8,7 +8,6 @@ adds the ``network`` command to an argparse subparsers object; ``main(argv)`` ru
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from typing import Sequence
@@ -16,7 +15,6 @@ from typing import Sequence
 import numpy as np
 
 from ansor import argtypes
-from compute.errors import InputError
 
 from . import network_export, network_tune, options
 from .common import check_log, load_model, model_options, print_table

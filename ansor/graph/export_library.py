@@ -17,6 +17,7 @@ global turned into a reference to the library's one thread-local copy. Linking: 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -177,11 +178,9 @@ def find_linker() -> tuple[list[str], str]:
         path = shutil.which(name)
         if path:
             return [path], f"{name} ({path})"
-    try:
-        import ziglang  # noqa: F401, PLC0415 - an optional wheel, found only when needed
-    except ImportError:
+    if importlib.util.find_spec("ziglang") is None:  # an optional wheel
         raise GraphError("export_library needs a C linker: install a C compiler (e.g. `apt-get install gcc`) "
-                         "or `pip install ziglang`") from None
+                         "or `pip install ziglang`")
     return [sys.executable, "-m", "ziglang", "cc"], "ziglang (python -m ziglang cc)"
 
 

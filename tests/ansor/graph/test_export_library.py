@@ -167,14 +167,12 @@ def test_missing_cpu_feature_and_bad_files_refused(resnet, tmp_path):
 def test_run_checks_inputs_and_is_thread_safe(resnet):
     lib, d = resnet
     m = _runtime(d).load(str(d / "net.so"), num_threads=1)
-    rt_err = type(m).__module__
     with pytest.raises(ValueError, match=r"input 'data': expected shape \[1, 32, 32, 3\], got \[1, 32, 32\]"):
         m.run({"data": np.zeros((1, 32, 32), np.float32)})
     with pytest.raises(ValueError, match="expected dtype float32, got float64"):
         m.run({"data": np.zeros((1, 32, 32, 3))})
     with pytest.raises(ValueError, match="unknown input name"):
         m.run({"x": 1})
-    assert rt_err
     xs = [np.random.default_rng(i).standard_normal((1, 32, 32, 3)).astype(np.float32) for i in range(6)]
     want = [lib.run({"data": x})["fc_bias"] for x in xs]
     bad: list = []
@@ -294,3 +292,19 @@ def test_the_library_itself_refuses_a_cpu_without_its_features(tmp_path):
     export_library(lib, tmp_path / "ok" / "net.so")
     m = _runtime(tmp_path / "ok").load(str(tmp_path / "ok" / "net.so"))
     np.testing.assert_array_equal(m.run({"x": np.array([-1, 2, -3, 4], np.float32)})["y"], [0, 2, 0, 4])
+
+
+def test_linker_choice(monkeypatch):
+    """The system's cc first, else the ziglang wheel's, else one line saying what to install."""
+    import importlib.util as iu
+
+    from ansor.graph import export_library as ex
+
+    monkeypatch.setattr(ex.shutil, "which", lambda name: None)
+    monkeypatch.setattr(iu, "find_spec", lambda name, *a: None)
+    with pytest.raises(ansor.graph.GraphError, match=r"needs a C linker: install a C compiler .* or `pip install ziglang`$"):
+        ex.find_linker()
+    monkeypatch.setattr(iu, "find_spec", lambda name, *a: object() if name == "ziglang" else None)
+    assert ex.find_linker() == ([sys.executable, "-m", "ziglang", "cc"], "ziglang (python -m ziglang cc)")
+    monkeypatch.setattr(ex.shutil, "which", lambda name: f"/usr/bin/{name}" if name == "gcc" else None)
+    assert ex.find_linker() == (["/usr/bin/gcc"], "gcc (/usr/bin/gcc)")
