@@ -126,7 +126,10 @@ def _kernel_ir(ir: str) -> str:
     from measure.codegen import NUM_THREADS_GLOBAL  # noqa: PLC0415 - LLVM, as above
 
     pat = re.compile(rf"^@{re.escape(NUM_THREADS_GLOBAL)} = .*$", re.M)
-    return pat.sub(f"@{NUM_THREADS_GLOBAL} = external hidden thread_local global i32, align 4", ir, count=1)
+    out, n = pat.subn(f"@{NUM_THREADS_GLOBAL} = external hidden thread_local global i32, align 4", ir, count=1)
+    if n == 0 and f"@{NUM_THREADS_GLOBAL}" in ir:  # codegen changed: its threads would not follow the context
+        raise GraphError(f"export_library: a kernel uses @{NUM_THREADS_GLOBAL} without defining it on a line of its own")
+    return out
 
 
 def _object(ir: str, rename: dict[str, str] | None, index: int) -> bytes:
