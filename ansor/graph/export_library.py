@@ -165,7 +165,8 @@ def _object(ir: str, rename: dict[str, str] | None, index: int) -> bytes:
 def _kernel_object(ir: str, symbol: str, index: int) -> bytes:
     """``_object`` of a kernel, through the compile cache (keyed by the IR, the symbol and the
     index, which fix the renaming; ``measure.compile_cache`` adds the toolchain): exporting
-    the same network again, or another one sharing kernels, skips LLVM."""
+    the same network again, or another one sharing kernels, skips LLVM. The kind's number is
+    bumped whenever ``_kernel_ir`` or ``_object`` change what they make."""
     from measure import compile_cache  # noqa: PLC0415 - LLVM, as above
 
     data, _ = compile_cache.cached(
