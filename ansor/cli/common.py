@@ -162,3 +162,16 @@ def print_table(rows) -> None:
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     for row in rows:
         print("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |")
+
+
+def check_log(path: str | None) -> None:
+    """``--log``, read for schedules: an existing, readable file (a directory or a missing file
+    used to fail deep inside the compile with a traceback)."""
+    if path is None:
+        return
+    if not os.path.exists(path):
+        raise InputError(f"--log {path}: no such file (tuning records to take schedules from)")
+    if os.path.isdir(path):
+        raise InputError(f"--log {path}: is a directory, not a file of tuning records")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"--log {path}: not readable")

@@ -1,5 +1,6 @@
-"""``ansor network ...``: list the zoo, show a network's tasks, compile and run a network (and
-``ops``: the supported ONNX operators, ``network_ops``).
+"""``ansor network ...``: list the zoo, show a network's tasks, compile and run a network, export
+it as a shared library (``network_export``) and ``ops``: the supported ONNX operators
+(``network_ops``).
 
 MODEL is a zoo name (``ansor network list``) or a path to an ``.onnx`` file. ``register(sub)``
 adds the ``network`` command to an argparse subparsers object; ``main(argv)`` runs it alone.
@@ -7,7 +8,6 @@ adds the ``network`` command to an argparse subparsers object; ``main(argv)`` ru
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from typing import Sequence
@@ -15,10 +15,9 @@ from typing import Sequence
 import numpy as np
 
 from ansor import argtypes
-from compute.errors import InputError
 
-from . import network_tune, options
-from .common import load_model, model_options, print_table
+from . import network_export, network_tune, options
+from .common import check_log, load_model, model_options, print_table
 from measure.runtime import num_threads
 from . import network_ops
 
@@ -45,19 +44,6 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_log(path: str | None) -> None:
-    """``--log``, read for schedules: an existing, readable file (a directory or a missing file
-    used to fail deep inside the compile with a traceback)."""
-    if path is None:
-        return
-    if not os.path.exists(path):
-        raise InputError(f"--log {path}: no such file (tuning records to take schedules from)")
-    if os.path.isdir(path):
-        raise InputError(f"--log {path}: is a directory, not a file of tuning records")
-    if not os.access(path, os.R_OK):
-        raise InputError(f"--log {path}: not readable")
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
     from ansor.graph import run as reference_run
     from ansor.graph.executor import compile_network
@@ -65,7 +51,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ansor.graph.memory_plan import check_graph_memory
 
     g = load_model(args)
-    _check_log(args.log)
+    check_log(args.log)
     # The module and the numpy reference it is checked against live at once: size both first.
     check_graph_memory(g, compiled=True, reference=True)
     t0 = time.perf_counter()
@@ -162,7 +148,7 @@ def _compare(args: argparse.Namespace, threads: int) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add ``network {list, tasks, run, tune, ops}`` to ``subparsers``."""
+    """Add ``network {list, tasks, run, tune, export, ops}`` to ``subparsers``."""
     p = subparsers.add_parser("network", help="whole networks: list the zoo, show tasks, compile and run")
     sub = p.add_subparsers(dest="network_command", required=True)
     sub.add_parser("list", help="the zoo's network names").set_defaults(func=_cmd_list)
@@ -189,6 +175,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                 "(fresh processes, alternating; 0: skip it)")
         q.set_defaults(func=fn)
     network_tune.add_parser(sub)
+    network_export.add_parser(sub)
     network_ops.add_parser(sub)
     return p
 

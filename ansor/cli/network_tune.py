@@ -8,7 +8,9 @@ installed). The run is resumable (run the same command again: the log's records 
 nothing is measured twice, the cost model is retrained on them) and Ctrl-C safe (the log keeps
 every finished round). It ends with the estimated latency and the measured latency of the network
 compiled with the log's best schedules, beside the untuned network, onnxruntime and PyTorch eager
-(each in a fresh process, alternating: ``ansor.bench.network_compare``). With ``--cluster
+(each in a fresh process, alternating: ``ansor.bench.network_compare``), then writes the network as
+one shared library (``--export``, default ``LOG-lib/net.so``; ``network_export``) and prints the two
+lines that run it with numpy only. With ``--cluster
 ADDRESS`` the candidates are built and measured on a Dask cluster (``ansor.cli.cluster``).
 The options shared with ``ansor tune`` (--log, --trials, --timeout, --cost-model, -v/-q, ...)
 come from ``ansor.cli.options`` and mean the same here.
@@ -25,6 +27,7 @@ from ansor import argtypes
 from . import options
 from .cluster import RESUME_HINT
 from .common import model_options, print_table
+from .network_export import export_and_tell
 from .options import DEFAULT_PER_ROUND, DEFAULT_TRIALS
 
 
@@ -56,6 +59,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "registers of floats) as tasks of their own, measure the layout transforms "
                         "between neighbours and pick the layouts of the whole network (DP/PBQP); "
                         "the choice is written to LOG.layouts.jsonl and used by 'network run'")
+    q.add_argument("--export", default=None, metavar="DIR/NAME.so",
+                   help="after tuning, write the network as one shared library with the loader "
+                        "ansor_runtime.py (numpy only) beside it (default: LOG-lib/net.so)")
+    q.add_argument("--no-export", action="store_true", help="do not write the shared library")
     options.add_tuning_options(
         q, log_help="default MODEL.json in the current directory: the zoo name, or the ONNX "
         "file's name without .onnx",
@@ -173,9 +180,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
         lib = compile_network(plan, log_file=args.log, target=args.target)
         b = lib.benchmark()
         print(f"measured latency of the compiled network: {b['mean'] * 1e3:.3f} ms per inference")
+    else:
+        _before_after(args)
+    if args.no_export:
         return 0
-    _before_after(args)
-    return 0
+    # The shippable result: one shared library and the loader that needs only numpy.
+    return export_and_tell(plan, args.log, args.export or export_path(args.log), "ansor network tune")
+
+
+def export_path(log: str) -> str:
+    """--export when none is given: ``LOG-lib/net.so`` beside the log (``bert.json`` -> ``bert-lib/net.so``)."""
+    stem = log[:-len(".json")] if log.endswith(".json") else log
+    return os.path.join(f"{stem}-lib", "net.so")
 
 
 def side_plot(history: str, out: str) -> None:

@@ -220,6 +220,14 @@ class NetworkModule:
         (out / "module.json").write_text(json.dumps(meta))
         return out
 
+    def export_library(self, path: str | os.PathLike) -> Path:
+        """Write the network as one shared library ``path`` (``DIR/net.so``) with a C ABI, its
+        weights, ``net.json``, the standalone loader ``ansor_runtime.py``, ``ansor_net.h`` and
+        ``example.c`` beside it (``ansor.graph.export_library``); returns the library's path."""
+        from .export_library import export_library  # noqa: PLC0415 - LLVM and a linker, on demand
+
+        return export_library(self, path).library
+
 
 def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | None = None,
                     strict: bool = False, verbose: bool = True, file: TextIO | None = None,

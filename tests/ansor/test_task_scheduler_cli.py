@@ -55,8 +55,8 @@ def test_bad_values_are_refused(tmp_path, capsys):
 
 def test_a_real_tuning_run_end_to_end(tmp_path, capsys):
     """A small network from an ONNX file, really measured: the progress table, the history
-    file, then the untuned and tuned network beside onnxruntime and PyTorch; a second run
-    resumes from the log."""
+    file, then the untuned and tuned network beside onnxruntime and PyTorch and the exported
+    library; a second run resumes from the log."""
     import numpy as np
 
     from ansor.graph import GraphBuilder
@@ -81,6 +81,9 @@ def test_a_real_tuning_run_end_to_end(tmp_path, capsys):
         assert system in rows, out
         assert float(rows[system].split("|")[2]) > 0, rows[system]
     assert (tmp_path / "log.json.latency.tsv").read_text().count("\n") >= 2
+    # It ends with the shippable result: the library beside the log and how to run it.
+    assert (tmp_path / "log-lib" / "net.so").is_file() and (tmp_path / "log-lib" / "ansor_runtime.py").is_file()
+    assert "import ansor_runtime" in out and "log-lib/net.so" in out
     # 4 trials, plus the re-measurements that confirm each task's best (same steps again)
     recs = [json.loads(ln) for ln in log.read_text().splitlines()]
     distinct = {(r["input"]["workload_key"], json.dumps(r["input"]["steps"])) for r in recs}
