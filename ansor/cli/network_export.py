@@ -33,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "pre-trained cost model's zero-trial pick")
     q.add_argument("--nhwc", action="store_true",
                    help="ignore the layouts chosen by layout tuning (LOG.layouts.jsonl)")
+    options.add_target_option(q)
     q.set_defaults(func=cmd_export)
     return q
 
@@ -80,7 +81,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     check_log(args.log)
     try:
         return export_and_tell(g, args.log, args.output, "ansor network export", strict=args.strict,
-                               layouts=None if args.nhwc else "auto", untuned=args.untuned)
+                               layouts=None if args.nhwc else "auto", untuned=args.untuned,
+                               target=args.target)
     except (ValueError, UntunedTaskError) as err:  # --untuned guess without a pre-trained model; --strict
         print(f"ansor network export: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2

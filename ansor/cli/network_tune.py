@@ -185,7 +185,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.no_export:
         return 0
     # The shippable result: one shared library and the loader that needs only numpy.
-    return export_and_tell(plan, args.log, args.export or export_path(args.log), "ansor network tune")
+    return export_and_tell(plan, args.log, args.export or export_path(args.log), "ansor network tune",
+                           target=args.target)
 
 
 def export_path(log: str) -> str:

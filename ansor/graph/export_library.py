@@ -133,7 +133,8 @@ def _kernel_ir(ir: str) -> str:
 
 
 def _object(ir: str, rename: dict[str, str] | None, index: int) -> bytes:
-    """Position-independent object code of ``ir`` for the host CPU; ``rename``: the kernel's
+    """Position-independent object code of ``ir`` for the current target (``measure.targets``:
+    the CPU the module was built for); ``rename``: the kernel's
     entry symbol -> its generated one (every other defined symbol is renamed ``k<i>.<j>``)."""
     import llvmlite.binding as llvm  # noqa: PLC0415 - LLVM, as above
 
@@ -156,8 +157,11 @@ def _object(ir: str, rename: dict[str, str] | None, index: int) -> bytes:
         mod.verify()
         target.optimize(mod)
     llvm.initialize_native_asmparser()  # the entry point's cpuid/xgetbv are inline assembly
+    from measure.targets import current_target  # noqa: PLC0415 - LLVM, as above
+
+    t = current_target()  # the module's (export_library sets it): its CPU and features only
     tm = llvm.Target.from_triple(target.host_triple()).create_target_machine(
-        cpu=target.host_cpu_name(), features=target.host_cpu_features(), opt=3, reloc="pic",
+        cpu=t.cpu, features=t.features, opt=3, reloc="pic",
         codemodel="default")
     return bytes(tm.emit_object(mod))
 
@@ -221,7 +225,9 @@ def export_library(module: Any, path: str | os.PathLike, features: list[str] | N
     ``features``: the CPU features recorded as required and checked at load (default
     ``required_features()``, the build machine's: the code is built for it)."""
     from measure import target  # noqa: PLC0415 - LLVM, as above
+    from measure.targets import get_target, use_target  # noqa: PLC0415 - LLVM, as above
 
+    built_for = get_target(getattr(module, "target_name", None) or "native")
     lib = Path(path)
     if lib.suffix != ".so":
         raise GraphError(f"export_library: {os.fspath(path)!r} must name a .so file (DIR/net.so)")
@@ -241,7 +247,9 @@ def export_library(module: Any, path: str | os.PathLike, features: list[str] | N
         steps.append({"kernel": k, "args": list(s.args), "name": s.name})
     inputs = [_io(module, place, n, module._input_buffers[n]) for n in module.input_types]
     outputs = [_io(module, place, n, b) for n, b in module._outputs]
-    features = required_features() if features is None else list(features)
+    if features is None:
+        features = required_features() if built_for.is_native else built_for.required_features
+    features = list(features)
 
     def tensor_json(t: Tensor) -> dict:
         d = {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "nbytes": t.nbytes}
@@ -257,13 +265,14 @@ def export_library(module: Any, path: str | os.PathLike, features: list[str] | N
                        json.dumps(ident, sort_keys=True), ",".join(features))
     with tempfile.TemporaryDirectory(prefix="ansor-export-") as tmp:
         objs = []
-        for i, (sym, ir, _) in enumerate(objects_ir):
-            o = Path(tmp) / f"k{i}.o"
-            o.write_bytes(_kernel_object(ir, sym, i))
+        with use_target(built_for):  # the kernels' objects (and their cache keys) for its CPU
+            for i, (sym, ir, _) in enumerate(objects_ir):
+                o = Path(tmp) / f"k{i}.o"
+                o.write_bytes(_kernel_object(ir, sym, i))
+                objs.append(o)
+            o = Path(tmp) / "entry.o"
+            o.write_bytes(_object(entry_point_ir(entry), None, len(objects_ir)))
             objs.append(o)
-        o = Path(tmp) / "entry.o"
-        o.write_bytes(_object(entry_point_ir(entry), None, len(objects_ir)))
-        objs.append(o)
         built = Path(tmp) / lib.name
         linker = _link(objs, built)
         shutil.move(str(built), lib)
@@ -272,7 +281,8 @@ def export_library(module: Any, path: str | os.PathLike, features: list[str] | N
     weights.write_bytes(blob)
     meta = {**ident, "library": lib.name, "weights": weights.name, "weights_bytes": len(blob),
             "weights_id": blob[16:24].hex(), "arena_bytes": arena, "io_dtypes": module.io_dtypes,
-            "target": {"triple": target.host_triple(), "cpu": target.host_cpu_name(), "features": features},
+            "target": {"name": built_for.name, "triple": target.host_triple(), "cpu": built_for.cpu,
+                       "features": features},
             "buffers": rows,
             "kernels": len(objects_ir), "steps": steps, "linker": linker}
     meta_file.write_text(json.dumps(meta, indent=1))

@@ -308,3 +308,22 @@ def test_linker_choice(monkeypatch):
     assert ex.find_linker() == ([sys.executable, "-m", "ziglang", "cc"], "ziglang (python -m ziglang cc)")
     monkeypatch.setattr(ex.shutil, "which", lambda name: f"/usr/bin/{name}" if name == "gcc" else None)
     assert ex.find_linker() == (["/usr/bin/gcc"], "gcc (/usr/bin/gcc)")
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="binutils' objdump reads the library")
+def test_cli_export_for_x86_64_v3_has_no_avx512_and_runs_here(resnet, tmp_path):
+    # The CLI's --target: every kernel and the entry point built for the CPU named, not the host.
+    r = _cli("resnet-18", "--image-size", "32", "--target", "x86-64-v3", "-o", str(tmp_path / "v3" / "net.so"))
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((tmp_path / "v3" / "net.json").read_text())
+    assert meta["target"]["name"] == "x86-64-v3" and "avx2" in meta["required_features"]
+    assert not any(f.startswith("avx512") for f in meta["required_features"])
+    asm = subprocess.run(["objdump", "-d", str(tmp_path / "v3" / "net.so")], capture_output=True, text=True,
+                         timeout=120).stdout
+    assert "ymm" in asm and "zmm" not in asm and "{%k" not in asm  # no AVX-512 register, no mask
+    lib, _ = resnet
+    x = np.random.default_rng(3).standard_normal(lib.input_types["data"].shape).astype(np.float32)
+    got = _runtime(tmp_path / "v3").load(str(tmp_path / "v3" / "net.so")).run({"data": x})
+    want = lib.run({"data": x})
+    for name, w in want.items():
+        np.testing.assert_allclose(got[name], w, rtol=1e-4, atol=1e-4 * float(np.abs(w).max()))
