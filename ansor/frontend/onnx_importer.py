@@ -11,6 +11,7 @@ methods below (``plain``, ``nhwc``, ``set_plain``, ``set_nhwc``, ``alias``, ...)
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,9 @@ from .onnx_fold import tensor_array as _tensor
 from .onnx_half import HALF_NUMPY, HALF_TYPES, cast_to_half
 from .onnx_inputs import InputShapes
 from .onnx_validate import node_label, validate_model
+
+# A graph error names the graph node ("node y:nhwc (prelu): "); an import error names the ONNX one.
+_GRAPH_NODE_PREFIX = re.compile(r"^node .*? \([a-z0-9_]+\): ")
 
 
 @dataclass
@@ -265,7 +269,8 @@ class _Importer:
             except OnnxImportError:
                 raise
             except (GraphError, ValueError) as e:
-                raise self.err(node, str(e)) from None
+                # The graph op's own "node NAME (op): " goes: the ONNX node is named once, below.
+                raise self.err(node, _GRAPH_NODE_PREFIX.sub("", str(e), count=1)) from None
             except KeyError as e:  # a rule reading an attribute the model left out
                 raise self.err(node, f"missing attribute or input {e}") from None
             except (IndexError, TypeError, ZeroDivisionError, OverflowError, AttributeError) as e:

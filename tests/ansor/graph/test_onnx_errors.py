@@ -159,3 +159,18 @@ def test_output_defined_twice():
     model = make_model([mk("Relu", ["x"], ["y"]), mk("Neg", ["x"], ["y"], name="again")], {"x": rand(2, 2)})
     with pytest.raises(OnnxImportError, match=r"node again \(Neg\): output y is already defined"):
         from_onnx(model)
+
+
+def test_a_graph_rule_error_names_the_onnx_node_once():
+    # The graph op's own "node y (gelu): " prefix is dropped: the message names the ONNX node once.
+    from onnx import helper as h
+
+    from ansor.frontend.onnx import OnnxImportError, from_onnx
+
+    from .op_check import model_of
+    from .onnx_util import rand
+
+    model = model_of([h.make_node("Gelu", ["x"], ["y"], approximate="bad")], {"x": rand(2, 3)}, opset=20)
+    with pytest.raises(OnnxImportError) as e:
+        from_onnx(model)
+    assert str(e.value) == "<ModelProto>: node y (Gelu): approximate must be 'none' or 'tanh', got 'bad'"
