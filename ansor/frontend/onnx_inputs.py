@@ -105,6 +105,11 @@ class InputShapes:
                 f"with {_shape_hint(name, None, False)}",
                 f"{self.where}: input {display_name(name)} has no declared shape; give it with "
                 f"{_shape_hint(name, None, True)}")
+        zero = [k for k, d in enumerate(tt.shape.dim) if d.HasField("dim_value") and d.dim_value == 0]
+        if zero:  # not dynamic: declared empty, which nothing here computes
+            msg = (f"{self.where}: input {display_name(name)} declares a zero-size dimension {zero[0]} "
+                   f"({shown}); empty tensors are not supported")
+            raise ShapeArgumentError(msg, msg)
         if self.batch is not None and dims and dims[0] is None:
             dims[0] = self.batch
         missing = [k for k, d in enumerate(dims) if d is None]

@@ -53,3 +53,13 @@ def test_batch_against_a_fixed_batch():
                                                  r"input a's is 1: the model's batch is fixed"):
         from_onnx(_model({"a": [1, 3]}), batch=2)
     assert from_onnx(_model({"a": [1, 3]}), batch=1).inputs["a"].shape == (1, 3)
+
+
+def test_a_zero_size_dimension_is_named_as_such_not_as_dynamic():
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 0])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(OnnxImportError, match=r"input x declares a zero-size dimension 1 \(\[3, 0\]\); "
+                                              r"empty tensors are not supported"):
+        from_onnx(model)
