@@ -22,7 +22,7 @@ from compute import dtype as dt
 
 from .ir import GraphError, TensorType, display_name
 from .ir_types import numpy_dtype
-from .module_benchmark import benchmark_calls
+from .module_benchmark import benchmark_table
 from .module_contexts import Context, ContextPool, default_limit, materialise, own_nbytes
 from .module_target import target_entry
 
@@ -157,7 +157,7 @@ class NetworkModule:
         share of ``mean`` (``overhead_share``); ``kernels`` is the number of kernel calls."""
         ctx = self._contexts.take()  # one context, as one thread's runs use
         try:
-            return benchmark_calls(ctx.calls, repeat, min_repeat_ms, warmup_ms)
+            return benchmark_table(ctx.table, ctx.calls, repeat, min_repeat_ms, warmup_ms)
         finally:
             self._contexts.give(ctx)
 
