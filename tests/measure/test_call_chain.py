@@ -72,3 +72,16 @@ def test_one_chain_runs_many_tables_from_many_threads():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_profile_times_each_call_in_the_sequence():
+    inc = _kernel("inc")
+    a, b, c = (np.zeros(5, np.float32) for _ in range(3))
+    table = chain_for([2, 2]).table([(inc.address, inc.arg_pointers(a, b)),
+                                     (inc.address, inc.arg_pointers(b, c))])
+    seconds = table.profile(passes=7)
+    assert seconds.shape == (7, 2)
+    assert (seconds >= 0).all() and (seconds < 1.0).all()
+    np.testing.assert_array_equal(c, a + 2)  # the profiled variant makes the same calls
+    assert "clock_gettime" in chain_ir([2, 2], profiled=True)
+    assert "clock_gettime(i32" not in chain_ir([2, 2]).split("define")[1]  # unprofiled: no clock
