@@ -9,8 +9,8 @@ buffers, packed constants.
 The result, a ``NetworkModule`` (``network_module.py``), runs in a context (``module_contexts``) owning one buffer per
 graph input and output and a planned pool of intermediate buffers: a buffer whose last reader has
 run is reused for a later value of the same dtype and size. Each step's argument pointers are
-computed once per context, so a run is a loop of native calls (``benchmark`` reports the dispatch
-overhead beside the kernels' time). Concurrent runs take different contexts (thread-safe).
+computed once per context, so a run is one native call of the module's call chain
+(``measure.call_chain``; ``benchmark`` reports the dispatch overhead beside the kernels' time). Concurrent runs take different contexts (thread-safe).
 
 Weight layout rewrite (``layout_rewrite=True``, the default): a kernel whose schedule packs a
 constant input (``PackStep``) is built without the pack and reads a copy of the constant packed

@@ -1,48 +1,44 @@
 """Timing a compiled network (``NetworkModule.benchmark``): an inference's time and the executor's
 own dispatch cost beside it.
 
-An inference is the module's loop of native calls on precomputed pointers, timed by the one
-timing loop (``measure.timer.time_calls``) like a kernel. The dispatch cost is the same loop with a
-native no-op in place of each kernel: what the executor adds to the kernels' time.
+An inference is one native call of the module's call chain (``measure.call_chain``: every kernel
+called in order on precomputed pointers, no Python between kernels), timed by the native harness
+and the one timing loop (``measure.timer``) like a kernel. The dispatch cost is the same chain with
+a native no-op in place of each kernel: what the executor adds to the kernels' time.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from typing import Any, Sequence
+from functools import lru_cache
 
 from measure import timer
+from measure.call_chain import CallTable
 
-# Passes of the no-op loop timed for the dispatch cost (a few microseconds each).
-DISPATCH_REPS = 200
+# Passes of the no-op chain timed for the dispatch cost (well under a microsecond each).
+DISPATCH_REPS = 2000
 
 
-def native_noop(nargs: int) -> Any:
-    """libc's ``labs`` behind a prototype of ``nargs`` pointers: a native call that does
-    nothing, to time what ctypes dispatch alone costs (extra register arguments are ignored)."""
+@lru_cache(maxsize=1)
+def native_noop_address() -> int:
+    """The address of libc's ``labs``: a native function that does nothing a caller sees, called
+    in place of each kernel to time what the dispatch alone costs (extra pointer arguments in
+    registers or on the caller's stack are ignored by the C calling convention)."""
     libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-    addr = ctypes.cast(libc.labs, ctypes.c_void_p).value
-    return ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nargs))(addr)
+    return int(ctypes.cast(libc.labs, ctypes.c_void_p).value or 0)
 
 
-def _loop(calls: Sequence[tuple[Any, Sequence[int]]]) -> Any:
-    def execute() -> None:
-        for fn, ptrs in calls:
-            fn(*ptrs)
-    return execute
-
-
-def benchmark_calls(calls: Sequence[tuple[Any, Sequence[int]]], repeat: int, min_repeat_ms: float,
-                    warmup_ms: float) -> dict[str, float]:
-    """Median seconds per pass over ``calls`` (``mean``; ``(fn, pointers)`` pairs, as a module
-    runs them), the dispatch cost per pass (``overhead``) and its share of ``mean``
-    (``overhead_share``); ``kernels`` is the number of calls."""
-    inference = timer.time_calls(timer.python_calls(_loop(calls)), repeat=repeat,
+def benchmark_table(table: CallTable, calls: list[tuple[int, list[int]]], repeat: int,
+                    min_repeat_ms: float, warmup_ms: float) -> dict[str, float]:
+    """Median seconds per pass of ``table`` (``mean``: one inference), the dispatch cost per pass
+    (``overhead``: the same chain over ``calls``' pointers with a no-op for every function) and
+    its share of ``mean`` (``overhead_share``); ``kernels`` is the number of calls."""
+    inference = timer.time_calls(timer.Timer(table.chain.address, [table.address]), repeat=repeat,
                                  min_repeat_ms=min_repeat_ms, warmup_s=warmup_ms / 1e3)
     mean = inference.median
-    noops: dict[int, Any] = {}
-    dispatch = [(noops.setdefault(len(ptrs), native_noop(len(ptrs))), ptrs) for _, ptrs in calls]
-    overhead = timer.time_calls(timer.python_calls(_loop(dispatch)), repeat=1,
+    noop = native_noop_address()
+    dispatch = table.chain.table([(noop, ptrs) for _, ptrs in calls])
+    overhead = timer.time_calls(timer.Timer(dispatch.chain.address, [dispatch.address]), repeat=1,
                                 number=DISPATCH_REPS).median
     return {"mean": mean, "overhead": overhead, "overhead_share": overhead / mean if mean else 0.0,
             "kernels": len(calls)}

@@ -2,7 +2,7 @@
 ``NetworkModule.run`` is safe to call from many threads.
 
 A ``Context`` is what one run writes: its own input, intermediate and output buffers and the
-loop of kernel calls on their precomputed pointers; constants (packed weights) are shared by
+table of kernel calls on their precomputed pointers (one native call runs them all); constants (packed weights) are shared by
 every context, read-only. A run takes a context from the module's ``ContextPool``, runs, and
 gives it back, so a single thread keeps reusing one context (cache-warm buffers, one context's
 memory) and the per-call cost is a lock-free queue get and put.
@@ -25,23 +25,27 @@ import numpy as np
 
 from compute import dtype as dt
 from measure.buffers import aligned_copy, aligned_zeros, is_aligned
+from measure.call_chain import chain_for
 
 
 class Context:
     """One run's buffers (``buffers``: shared constants and this context's own arrays, by buffer
-    id) and its kernel calls (``calls``: ``(native function, argument pointers)`` per step)."""
+    id), its kernel calls (``calls``: ``(function address, argument pointers)`` per step) and
+    their table for the module's call chain (``table``: ``measure.call_chain``)."""
 
-    __slots__ = ("buffers", "calls")
+    __slots__ = ("buffers", "calls", "table")
 
     def __init__(self, buffers: list[np.ndarray], steps: Sequence[Any]):
         self.buffers = buffers
-        # Pointers computed once per context: a run is then a loop of native calls.
-        self.calls = [(s.kernel._fn, [buffers[b].ctypes.data for b in s.args]) for s in steps]
+        # Pointers computed once per context: a run is then one native call making every kernel
+        # call in order (the steps' kernels and these buffers outlive the context's use).
+        self.calls = [(s.kernel.address, [buffers[b].ctypes.data for b in s.args]) for s in steps]
+        self.table = chain_for([len(p) for _, p in self.calls]).table(self.calls)
 
     def execute(self) -> None:
-        # ctypes releases the GIL around each native call, so runs in other contexts overlap.
-        for fn, ptrs in self.calls:
-            fn(*ptrs)
+        # One ctypes call: the GIL is released once for the whole run, so runs in other contexts
+        # overlap, and no Python runs between two kernels.
+        self.table.run()
 
 
 def materialise(specs: list[tuple], consts: Mapping[str, np.ndarray],

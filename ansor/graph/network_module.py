@@ -22,7 +22,7 @@ from compute import dtype as dt
 
 from .ir import GraphError, TensorType, display_name
 from .ir_types import numpy_dtype
-from .module_benchmark import benchmark_calls
+from .module_benchmark import benchmark_table
 from .module_contexts import Context, ContextPool, default_limit, materialise, own_nbytes
 from .module_target import target_entry
 
@@ -157,9 +157,25 @@ class NetworkModule:
         share of ``mean`` (``overhead_share``); ``kernels`` is the number of kernel calls."""
         ctx = self._contexts.take()  # one context, as one thread's runs use
         try:
-            return benchmark_calls(ctx.calls, repeat, min_repeat_ms, warmup_ms)
+            return benchmark_table(ctx.table, ctx.calls, repeat, min_repeat_ms, warmup_ms)
         finally:
             self._contexts.give(ctx)
+
+    def profile(self, passes: int = 50, warmup: int = 5) -> list[dict[str, Any]]:
+        """Each kernel call's time inside the running network: per step, in order, its subgraph
+        ``name``, kernel ``symbol``, whether it is a layout ``transform``, and the median
+        ``seconds`` over ``passes`` inferences (after ``warmup`` untimed ones), each call timed
+        between its neighbours (``measure.call_chain``: the clock is read natively between
+        calls), so with the caches as the network leaves them."""
+        ctx = self._contexts.take()
+        try:
+            for _ in range(max(0, int(warmup))):
+                ctx.execute()
+            seconds = np.median(ctx.table.profile(passes), axis=0)
+        finally:
+            self._contexts.give(ctx)
+        return [{"name": s.name, "symbol": s.kernel.compiled.name, "transform": s.transform,
+                 "seconds": float(t)} for s, t in zip(self._steps, seconds)]
 
     # ---- export / load --------------------------------------------------------------------
     def export(self, path: str | os.PathLike) -> Path:

@@ -132,15 +132,15 @@ def test_kernel_benchmark_calibrates_number_or_keeps_a_given_one(spy):
 
 
 def test_a_network_module_times_inferences_and_dispatch_with_it(spy):
-    from ansor.graph.module_benchmark import DISPATCH_REPS, benchmark_calls
+    from ansor.graph.module_benchmark import DISPATCH_REPS, benchmark_table, native_noop_address
+    from measure.call_chain import chain_for
 
-    ran = []
-    out = benchmark_calls([(lambda *p: ran.append(p), [1, 2])], repeat=4, min_repeat_ms=20,
-                          warmup_ms=50)
+    calls = [(native_noop_address(), [8, 16])]
+    table = chain_for([2]).table(calls)
+    out = benchmark_table(table, calls, repeat=4, min_repeat_ms=20, warmup_ms=50)
     assert out == {"mean": 2e-3, "overhead": 2e-3, "overhead_share": 1.0, "kernels": 1}
     assert spy == [dict(repeat=4, min_repeat_ms=20, warmup_s=0.05),
                    dict(repeat=1, number=DISPATCH_REPS)]
-    assert ran == [(1, 2)]  # the kernel call; the second loop calls the native no-op
 
 
 def test_the_benchmark_suite_and_the_numpy_figure_time_with_it(spy):
