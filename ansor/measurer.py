@@ -138,6 +138,12 @@ class BestStates:
         self._insert((pooled_cost(held), seq, st))
         return bool(self._items) and self._items[0][2] is st
 
+    def cost(self, state: Any) -> float | None:
+        """The pooled cost of ``state`` if it is held (None: never measured validly, or dropped
+        from the ``BEST_STATES_KEPT`` best)."""
+        held = self._samples.get(state.canonical_key())
+        return None if held is None else pooled_cost(held)
+
     def samples(self, state: Any) -> int:
         """How many measurements of ``state`` its pooled cost is over (0: not held)."""
         return len(self._samples.get(state.canonical_key(), ()))

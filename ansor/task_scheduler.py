@@ -34,8 +34,9 @@ search from scratch.
 Tasks excluded by a ``TaskFilter`` (name pattern and/or minimum share of the estimated latency)
 are neither measured nor counted in the budget, but stay in the table and in the objective.
 The round itself is every search-policy tuner's (``tuning_loop.run_round``, with the untuned
-schedule, ``ansor.untuned``, put first in a task's first round), as is the session ending on Ctrl-C or a lost
-cluster (``tuning_loop.Session``). What the scheduler knows and picks is ``scheduler_numbers``,
+schedule, ``ansor.untuned``, put first in a task's first round by ``tuning_loop.UntunedFirst``
+unless ``TuningOptions.measure_untuned_first`` is off), as is the session ending on Ctrl-C or a
+lost cluster (``tuning_loop.Session``). What the scheduler knows and picks is ``scheduler_numbers``,
 the confirmation of bests ``scheduler_confirm`` (its bases), the argument checks
 ``scheduler_args``; the progress callbacks (the table, the latency history) are in
 ``scheduler_progress`` and importable from here too.
@@ -56,7 +57,6 @@ from measure.record import RecordToFile, check_log_file
 from measure.runtime import check_num_threads
 
 from . import scheduler_policy as policy
-from .untuned import untuned_schedule
 from .measurer import STOP_INTERRUPTED, STOP_LOG_FAILED, STOP_UNAVAILABLE, ProgramMeasurer, is_valid
 from .resume import restore, restore_history, resume_paths
 from .scheduler_args import check_pick_args, check_task_filter, check_task_weights, task_index
@@ -65,7 +65,7 @@ from .scheduler_policy import NO_COST, TaskFilter, TaskState, similarity_tag
 from .scheduler_progress import (LogEstimatedLatency, PrintTableInfo, TaskSchedulerCallback,
                                  plot_latency_history, read_latency_history)
 from .tuning import TuningOptions, check_runs_here, default_cost_model, format_duration
-from .tuning_loop import Batch, Session, run_round
+from .tuning_loop import Batch, Session, UntunedFirst, run_round
 
 if TYPE_CHECKING:
     from .search_task import SearchTask
@@ -220,14 +220,6 @@ class TaskScheduler(BestConfirmation):
         key = task.workload_key
         stats = self.measurer.stats(key)
 
-        def untuned() -> list[Any]:
-            # The rule-based schedule the network runs untuned goes first in a task's first
-            # round: tuning never leaves a task slower than the untuned network, and the search
-            # evolves from a good measured state as soon as its second round.
-            if stats.trials:
-                return []
-            return [untuned_schedule(task.compute_dag, hardware_params=task.hardware_params)[0]]
-
         def book(batch: Batch) -> None:  # with the batch, still with Ctrl-C held back
             st.rounds += 1
             c = self.best_cost(i)
@@ -235,7 +227,10 @@ class TaskScheduler(BestConfirmation):
             self.trials += len(batch.inputs)
             self.rounds_done += 1
 
-        batch = run_round(task, self._policy(i), self.measurer, self.model, n, first=untuned,
+        # The untuned schedule the network would run goes first in a task's first round: tuning
+        # never leaves a task slower than the untuned network.
+        first = UntunedFirst(task, self.measurer) if self.options.measure_untuned_first else None
+        batch = run_round(task, self._policy(i), self.measurer, self.model, n, first=first,
                           then=book)
         if not batch.inputs:
             st.dead = "search space exhausted"

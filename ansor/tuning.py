@@ -15,11 +15,15 @@ already holds records of the task, every schedule in it counts as measured (noth
 twice), its best schedules seed the search, the cost model learns from them and the best cost
 starts from the log's. ``num_measure_trials`` counts the new measurements of this call only.
 
-The default schedule (``init_state()``) is timed first, apart from the search (its random
-stream and candidates are the same with or without it), for the speed-up figure. When it ran
-faster than every tuned schedule it is the one to keep (``TuneResult.kept_state``), and the
-progress and summary say so: a run never reports a best slower than the schedule it started
-from, nor a speed-up below 1x.
+Three schedules are compared. The default schedule (``init_state()``, the naive loop nest) is
+timed first, apart from the search (its random stream and candidates are the same with or
+without it), for the speed-up figure; when it ran faster than every trial it is the one to keep
+(``TuneResult.kept_state``). The rule-based untuned schedule (``ansor.untuned``, what a network
+runs for a task nobody tuned) is the first candidate of the first round, as in the task
+scheduler (``tuning_loop.UntunedFirst``; ``TuningOptions.measure_untuned_first``): a trial like
+any other, logged and learned, so the log's best is never slower than it. The progress and
+summary say which one is kept: a run never reports a best slower than either, nor a speed-up
+(over the default schedule) below 1x.
 
 Progress (``verbose=1``) is one line per round plus a summary; details - per-candidate errors and
 search statistics - go to the ``logging`` logger ``"ansor.tune"``.
@@ -44,13 +48,13 @@ from measure.record import RecordToFile, check_log_file
 from measure.runtime import check_num_threads
 from measure.target import host_cpu_name
 
-from .measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
-                       STOP_UNAVAILABLE, ProgramMeasurer, is_valid)
+from .measurer import MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_LOG_FAILED, ProgramMeasurer, is_valid
 from .measurer import error_name as _error_name
 from .resume import restore, resume_paths
 from .tuning_format import format_duration, format_gflops, format_seconds, format_speedup
 from .tuning_format import gflops_part as _gflops_part
-from .tuning_loop import Session, run_round
+from .tuning_loop import Session, UntunedFirst, run_round
+from .tuning_result import TuneResult
 
 if TYPE_CHECKING:
     from sketch.loop_state import State
@@ -110,6 +114,10 @@ class TuningOptions:
       reproducible up to measurement noise.
     * ``search_params``: ``sketch.search_policy.SearchParams`` for the default policy (None:
       its defaults).
+    * ``measure_untuned_first``: a task's first round of the run starts with its rule-based
+      untuned schedule (``ansor.untuned``; ``tuning_loop.UntunedFirst``), measured and logged as
+      a trial, so the best is never slower than it. False: only the policy's candidates (e.g. to
+      compare search policies alone, or to keep a fixed-seed run's candidates as before).
     """
 
     num_measure_trials: int = 200
@@ -121,6 +129,7 @@ class TuningOptions:
     runner: str | Runner = "local"
     seed: int | None = None
     search_params: "SearchParams | None" = None
+    measure_untuned_first: bool = True
 
     def __post_init__(self) -> None:
         # Upper bounds too (measure.checks): a huge count used to be accepted and fill memory.
@@ -133,111 +142,11 @@ class TuningOptions:
             raise TypeError(f"TuningOptions.log_file must be a path or None, got "
                             f"{type(self.log_file).__name__}")
         check_measurers("TuningOptions.", self.builder, self.runner)
+        if not isinstance(self.measure_untuned_first, bool):
+            raise TypeError(f"TuningOptions.measure_untuned_first must be True or False, got "
+                            f"{self.measure_untuned_first!r}")
         # numpy's seeding takes 0 <= seed < 2**32 (-1 used to fail deep inside numpy).
         object.__setattr__(self, "seed", check_seed("TuningOptions.seed", self.seed))
-
-
-@dataclass(frozen=True)
-class TuneResult:
-    """What a tuning call found. Costs are seconds per call; ``best_*`` cover the resumed records
-    too, ``trials`` and ``errors`` only this call's new measurements.
-
-    ``best_state`` is None (and ``best_cost``/``best_gflops`` too) when no schedule has been
-    measured successfully; ``default_cost`` is None when the default schedule could not be
-    measured (see ``default_note``). ``best_*`` and ``speedup_over_default`` are the tuned
-    schedules' (the log's best). The default schedule is timed for comparison, not logged; when
-    it ran faster than every tuned schedule (``default_is_faster``: a tiny operator on a busy
-    machine), it is the schedule to keep: ``kept_state``/``kept_cost``/``kept_speedup`` are the
-    faster of the two, and what the summary prints - never slower than the default schedule.
-    """
-
-    task_desc: str
-    best_state: "State | None"
-    best_cost: float | None
-    best_gflops: float | None
-    trials: int
-    errors: int
-    wall_seconds: float
-    default_cost: float | None
-    speedup_over_default: float | None
-    log_file: str | None
-    stop_reason: str = ""
-    resumed_records: int = 0
-    search_seconds: float = 0.0
-    measure_seconds: float = 0.0
-    default_note: str = ""
-    model_seconds: float = 0.0  # the cost model learning from measurements (features + training)
-    default_state: "State | None" = None
-
-    @property
-    def default_is_faster(self) -> bool:
-        """The default schedule ran faster than every tuned schedule."""
-        return (self.default_cost is not None and self.best_cost is not None
-                and self.default_cost < self.best_cost)
-
-    @property
-    def kept_state(self) -> "State | None":
-        """The schedule to keep: the best tuned one, or the default when it ran faster."""
-        return self.default_state if self.default_is_faster else self.best_state
-
-    @property
-    def kept_cost(self) -> float | None:
-        return self.default_cost if self.default_is_faster else self.best_cost
-
-    @property
-    def kept_speedup(self) -> float | None:
-        """``kept_cost`` over the default schedule's (>= 1), or None when either is unknown."""
-        kept = self.kept_cost
-        if kept is None or self.default_cost is None or kept <= 0:
-            return None
-        return self.default_cost / kept
-
-    @property
-    def interrupted(self) -> bool:
-        return self.stop_reason == STOP_INTERRUPTED
-
-    @property
-    def log_failed(self) -> bool:
-        """The run stopped because a batch could not be appended to the log."""
-        return self.stop_reason.startswith(STOP_LOG_FAILED)
-
-    @property
-    def measurement_stopped(self) -> bool:
-        """The run stopped because the builder or runner could not go on (a Dask scheduler
-        went away); ``stop_reason`` says how to resume."""
-        return self.stop_reason.startswith(STOP_UNAVAILABLE)
-
-    def summary(self) -> str:
-        """The block ``tune`` prints at the end (verbose >= 1)."""
-        lines = [f"[{self.task_desc}] tuning finished: {self.stop_reason}"]
-        if self.best_cost is None:
-            lines.append("  best time        none (no schedule was measured successfully)")
-        else:
-            kept = self.kept_cost
-            assert kept is not None
-            # The FLOPs are known when the tuned best has GFLOPS.
-            gf = None if self.best_gflops is None else self.best_gflops * self.best_cost / kept
-            lines.append(f"  best time        {format_seconds(kept)}{_gflops_part(gf)}"
-                         + (" (the default schedule: no tuned schedule was faster)"
-                            if self.default_is_faster else ""))
-            if self.default_is_faster:
-                lines.append(f"  tuned best       {format_seconds(self.best_cost)}"
-                             f"{_gflops_part(self.best_gflops)} (the log's best)")
-        if self.default_cost is not None:
-            d = f"  default schedule {format_seconds(self.default_cost)}"
-            if self.kept_speedup is not None:
-                d += f" -> speed-up {format_speedup(self.kept_speedup)}"
-            lines.append(d)
-        elif self.default_note:
-            lines.append(f"  default schedule {self.default_note}")
-        resumed = f" (+{self.resumed_records} from the log)" if self.resumed_records else ""
-        lines.append(f"  trials           {self.trials} new{resumed}, {self.errors} error(s)")
-        lines.append(f"  wall time        {format_duration(self.wall_seconds)} (search "
-                     f"{format_duration(self.search_seconds)}, measurement "
-                     f"{format_duration(self.measure_seconds)}, cost model "
-                     f"{format_duration(self.model_seconds)})")
-        lines.append(f"  log file         {self.log_file if self.log_file else '(none)'}")
-        return "\n".join(lines)
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -286,6 +195,8 @@ class _Run:
         self.default_cost: float | None = None
         self.default_state: "State | None" = None
         self.default_note = ""
+        self.untuned = UntunedFirst(task, self.measurer) if options.measure_untuned_first else None
+        self.untuned_cost: float | None = None
         self.t_start = time.monotonic()
         self.t_loop = self.t_start
 
@@ -385,12 +296,33 @@ class _Run:
         else:
             self.say(f"{self.tag} default schedule {self.default_note}")
 
+    def book_untuned(self) -> None:
+        """The untuned schedule's cost once its round is booked (or, in a resumed run, the log's)."""
+        assert self.untuned is not None and self.untuned.state is not None
+        self.untuned_cost = self.stats.best.cost(self.untuned.state)
+        if self.untuned_cost is not None:
+            self.say(f"{self.tag} untuned schedule (rule-based): {format_seconds(self.untuned_cost)}"
+                     f"{_gflops_part(self._gflops(self.untuned_cost))}")
+
+    def untuned_note(self) -> str:
+        """Why the untuned schedule has no cost in the summary ("": it was not asked for)."""
+        if self.untuned is None or self.untuned_cost is not None:
+            return ""
+        if self.untuned.state is None:
+            return "not measured (no round was run)"
+        key = self.untuned.state.canonical_key()
+        return ("not measured successfully (see the log)" if key in self.stats.measured_keys
+                else "not measured (the round was abandoned)")
+
     # ---- the loop ----
     def round(self) -> str | None:
         """One round (``tuning_loop.run_round``); returns why tuning stops, or None to go on."""
         opts, key = self.opts, self.task.workload_key
         n = min(opts.num_measures_per_round, opts.num_measure_trials - self.stats.trials)
-        batch = run_round(self.task, self.policy, self.measurer, self.model, n, logger=logger)
+        batch = run_round(self.task, self.policy, self.measurer, self.model, n, first=self.untuned,
+                          logger=logger)
+        if self.untuned is not None and self.untuned.state is not None and self.untuned_cost is None:
+            self.book_untuned()
         self.search_seconds += batch.search_seconds
         self.measure_seconds += batch.measure_seconds
         self.model_seconds += batch.model_seconds
@@ -445,7 +377,9 @@ class _Run:
             speedup_over_default=speedup, log_file=self.log_path, stop_reason=stop,
             resumed_records=self.resumed, search_seconds=self.search_seconds,
             measure_seconds=self.measure_seconds, default_note=self.default_note,
-            model_seconds=self.model_seconds, default_state=self.default_state)
+            model_seconds=self.model_seconds, default_state=self.default_state,
+            untuned_cost=self.untuned_cost, untuned_note=self.untuned_note(),
+            untuned_state=None if self.untuned is None else self.untuned.state)
 
 
 def check_runs_here(targets: Any, runner: Any) -> None:

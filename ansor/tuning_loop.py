@@ -12,6 +12,10 @@ goes next:
   (``ProgramMeasurer.commit``: Ctrl-C held back meanwhile), then let the learner (a cost model, a
   template tuner) learn from it. ``run_round`` is one round of a search-policy task around it:
   catch up with the shared log, ask the task's policy for candidates, keep the new ones, measure.
+* ``UntunedFirst``: what ``run_round`` puts first in a task's first round (both search-policy
+  tuners, unless ``TuningOptions.measure_untuned_first`` is off): the rule-based schedule the task
+  gets untuned (``ansor.untuned``), measured, logged and learned like any candidate, so the best a
+  run reports is never slower than it and the search evolves from a good measured state.
 
 Keeping this in one place is what makes the tuners agree on the rules: a batch is either wholly
 logged and counted or wholly abandoned, nothing is measured twice, and the model learns from
@@ -29,13 +33,14 @@ from measure.measure import MeasureInput, MeasureResult, MeasureUnavailableError
 from measure.measurers import Measurers
 
 from .measurer import STOP_INTERRUPTED, ProgramMeasurer, Recorder, unavailable_stop
+from .untuned import untuned_schedule
 
 if TYPE_CHECKING:
     from cost_model.cost_model import CostModel
 
     from .search_task import SearchTask
 
-__all__ = ["Batch", "Session", "measure_batch", "run_round"]
+__all__ = ["Batch", "Session", "UntunedFirst", "measure_batch", "run_round"]
 
 # Learns from a booked batch: ``CostModel.update``, or a template tuner's own bookkeeping.
 Learner = Callable[[Sequence[MeasureInput], Sequence[MeasureResult]], None]
@@ -125,6 +130,28 @@ def measure_batch(measurer: ProgramMeasurer, workload_key: str, inputs: Sequence
         learn(out.inputs, out.results)
         out.model_seconds += time.monotonic() - t1
     return out
+
+
+class UntunedFirst:
+    """``run_round``'s ``first`` that puts the task's rule-based untuned schedule
+    (``untuned.untuned_schedule``) first in its first round of a run (no trial booked yet): it is
+    then a trial like any other - logged, counted, learned by the cost model - so the best a run
+    reports (the log's, ``apply_best``'s) is never slower than the schedule the task runs untuned.
+    Already in the log (a resumed run): ``ProgramMeasurer.new_states`` drops it, as any repeat.
+    ``state``: that schedule, once asked for (None before the first round)."""
+
+    def __init__(self, task: "SearchTask", measurer: ProgramMeasurer):
+        self.task = task
+        self._stats = measurer.stats(task.workload_key)
+        self.state: Any | None = None
+
+    def __call__(self) -> list[Any]:
+        if self._stats.trials:
+            return []
+        if self.state is None:
+            self.state = untuned_schedule(self.task.compute_dag,
+                                          hardware_params=self.task.hardware_params)[0]
+        return [self.state]
 
 
 def run_round(task: "SearchTask", policy: Any, measurer: ProgramMeasurer,

@@ -23,8 +23,9 @@ the plain default schedule; ``untuned_schedule`` says which it used.
 
 It lives at the top of ``ansor`` (it needs only ``sketch`` and the host's ``measure.target``), not
 in ``ansor.graph``: the compiled network schedules untuned groups with it, the layout transforms
-are built with it, and the task scheduler measures it first in each task's first round - a
-mechanism below all three, not one of them reaching into another.
+are built with it, and every search-policy tuner measures it first in a task's first round
+(``tuning_loop.UntunedFirst``) - a mechanism below all three, not one of them reaching into
+another.
 """
 from __future__ import annotations
 

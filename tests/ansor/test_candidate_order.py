@@ -1,11 +1,11 @@
 """The search is deterministic: a fixed-seed tuning proposes the same candidates in the same order.
 
 A fixed-seed tuning of GEMM 512x512x512 (64 trials, 4 rounds of 16, the random cost model, the
-default search parameters) runs with measurement replaced by a deterministic fake: nothing is
-compiled, each candidate's "cost" is a hash of its step list mapped into [1e-4, 2e-3] s. The
-measured costs still steer the search (the best measured states seed the next rounds), so the
-fake must be deterministic too. The sequence of proposed step lists must equal the golden file
-``data/candidate_order_gemm512.json``.
+default search parameters, no untuned schedule first: ``measure_untuned_first=False``) runs with
+measurement replaced by a deterministic fake: nothing is compiled, each candidate's "cost" is a
+hash of its step list mapped into [1e-4, 2e-3] s. The measured costs still steer the search (the
+best measured states seed the next rounds), so the fake must be deterministic too. The sequence
+of proposed step lists must equal the golden file ``data/candidate_order_gemm512.json``.
 
 A refactoring must leave this test passing unchanged. When a change is MEANT to alter the search
 (new sketch rules, other mutation odds, another random draw order), regenerate the golden file
@@ -82,9 +82,12 @@ def test_fixed_seed_candidate_order() -> None:
     hw = dataclasses.replace(host_hardware_params(), num_cores=2, vector_bits=512, num_vector_registers=32)
     task = ansor.SearchTask(func="matmul", args=(512, 512, 512), hardware_params=hw)
     runner = FakeRunner()
+    # The search's own candidates only: the rule-based untuned schedule a tuning measures first
+    # (``measure_untuned_first``, tested in test_untuned_first.py) is not the search's.
     result = task.tune(ansor.TuningOptions(num_measure_trials=TRIALS,
                                            num_measures_per_round=PER_ROUND, seed=SEED, verbose=0,
-                                           builder=FakeBuilder(), runner=runner),
+                                           builder=FakeBuilder(), runner=runner,
+                                           measure_untuned_first=False),
                        cost_model=RandomModel(seed=SEED))
     # The default schedule is timed first (for the speed-up figure; once or twice), then the
     # trials.

@@ -413,6 +413,26 @@ def test_first_round_of_each_task_measures_the_untuned_schedule(tmp_path):
         assert json.loads(first) == steps_to_json(untuned.steps)
 
 
+def test_measure_untuned_first_off_leaves_the_policy_candidates_as_they_were(tmp_path):
+    """The untuned schedule goes before the policy's candidates, which are drawn as without it
+    (the search's random stream is the same); off, the first round is the policy's alone."""
+    from ansor.untuned import untuned_schedule
+    from sketch.transform_steps import steps_to_json
+
+    on, off = tmp_path / "on.json", tmp_path / "off.json"
+    TaskScheduler(small_tasks(), strategy="round-robin", callbacks=[]).tune(
+        options(12, per_round=4, log=on))
+    TaskScheduler(small_tasks(), strategy="round-robin", callbacks=[]).tune(
+        options(12, per_round=4, log=off, measure_untuned_first=False))
+    t = small_tasks()[0]
+    first_on = [steps for wk, steps in log_keys(on) if wk == t.workload_key]
+    first_off = [steps for wk, steps in log_keys(off) if wk == t.workload_key]
+    untuned = json.dumps(steps_to_json(untuned_schedule(t.compute_dag,
+                                                        hardware_params=t.hardware_params)[0].steps))
+    assert first_on[0] == untuned and untuned not in first_off
+    assert first_on[1:4] == first_off[:3]
+
+
 # ---- confirming bests (remeasure_best) ----------------------------------------------------------
 
 class LuckyRunner(FakeRunner):

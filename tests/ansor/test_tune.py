@@ -33,6 +33,9 @@ from sketch.search_policy import SearchParams
 # The real policy, kept small: these tests check the loop, not the search.
 SMALL_PARAMS = SearchParams(population_size=64, num_generations=1)
 FAST = dict(number=1, repeat=1, min_repeat_ms=0, warmup_ms=0)
+# Tests whose candidates are given one by one (``ListPolicy``: a repeat, a failing build) measure
+# those only, without the untuned schedule first (tested in test_untuned_first.py).
+POLICY_ONLY = dict(measure_untuned_first=False)
 
 
 # ---- small policies ----------------------------------------------------------------------------
@@ -240,14 +243,15 @@ def test_search_space_exhausted_ends_the_run(builder, runner):
     task = ansor.SearchTask(func="matmul", args=(4, 4, 4))
     res = task.tune(opts(builder, runner, num_measure_trials=50, num_measures_per_round=2),
                     search_policy=TinyPolicy(task, axes=("i",)))
-    assert res.trials == 3 and "exhausted" in res.stop_reason  # i split by 1, 2 or 4
+    # The policy's whole space (i split by 1, 2 or 4) and the untuned schedule measured first.
+    assert res.trials == 3 + 1 and "exhausted" in res.stop_reason
 
 
 def test_a_policy_repeating_itself_costs_no_measurements(task, builder, runner, tmp_path):
     states = i_split_states(task, [1, 2, 4])
     policy = ListPolicy([states[0], states[0], states[1], states[1], states[2], states[0]])
     res = task.tune(opts(builder, runner, num_measure_trials=10, num_measures_per_round=2,
-                         log_file=tmp_path / "dup.json"), search_policy=policy)
+                         log_file=tmp_path / "dup.json", **POLICY_ONLY), search_policy=policy)
     keys = log_keys(tmp_path / "dup.json")
     assert res.trials == 3 and len(keys) == len(set(keys)) == 3
 
@@ -314,8 +318,8 @@ def test_failing_candidates_do_not_crash_tuning(task, runner, tmp_path):
     with ansor.LocalBuilder(timeout=30, n_parallel=2,
                             build_func="tests.ansor.test_tune:faulty_build") as b, \
             ansor.LocalRunner(timeout=1, **FAST) as r:
-        res = task.tune(opts(b, r, num_measure_trials=6, num_measures_per_round=6, log_file=log),
-                        search_policy=ListPolicy(states))
+        res = task.tune(opts(b, r, num_measure_trials=6, num_measures_per_round=6, log_file=log,
+                             **POLICY_ONLY), search_policy=ListPolicy(states))
     assert res.trials == 6 and res.errors == 3
     got = {inp.state.steps[0].lengths[0]: MeasureErrorNo(r.error_no)
            for inp, r in load_records(log)}
@@ -332,7 +336,7 @@ def test_too_many_consecutive_errors_stop_the_run(task, runner, monkeypatch, cap
     with ansor.LocalBuilder(timeout=30, n_parallel=2,
                             build_func="tests.ansor.test_tune:faulty_build") as b:
         res = task.tune(opts(b, runner, num_measure_trials=20, num_measures_per_round=2,
-                             verbose=1), search_policy=ListPolicy(good + bad))
+                             verbose=1, **POLICY_ONLY), search_policy=ListPolicy(good + bad))
     assert res.stop_reason.startswith("too many errors") and res.trials == 6 and res.errors == 5
     assert "5 measurements in a row failed" in res.stop_reason
     assert "too many errors" in capsys.readouterr().out
@@ -426,7 +430,7 @@ def test_details_go_to_the_logger(task, runner, caplog):
     with ansor.LocalBuilder(timeout=30, n_parallel=2,
                             build_func="tests.ansor.test_tune:faulty_build") as b, \
             caplog.at_level("DEBUG", logger="ansor.tune"):
-        task.tune(opts(b, runner, num_measure_trials=2, num_measures_per_round=2),
+        task.tune(opts(b, runner, num_measure_trials=2, num_measures_per_round=2, **POLICY_ONLY),
                   search_policy=ListPolicy(states))
     text = caplog.text
     assert "COMPILE_HOST" in text and "injected code generation failure" in text
@@ -481,6 +485,8 @@ def test_cli_tune_a_workload(tmp_path, capsys):
     assert rc == 0
     out = capsys.readouterr().out
     assert "[matmul(32, 32, 32)] trials 8/8" in out and "tuning finished" in out
+    summary = out[out.index("tuning finished"):]
+    assert "untuned schedule " in summary and "over the default schedule" in summary
     assert len(log_keys(log)) == 8
     assert all(json.loads(line)["input"]["task"] == {"workload": "matmul", "args": [32, 32, 32]}
                for line in log.read_text().splitlines())
