@@ -114,8 +114,8 @@ class Tuner:
         self.best_state: Any = None
         self.best_cost: float | None = None
         self.best_gflops = 0.0
-        # Canonical state key -> score: a configuration whose state was measured already (under
-        # another index, or by another tool into the same log) is not measured again.
+        # Canonical state key -> score of each schedule measured or resumed: what the tuner is
+        # told about a configuration whose schedule was measured already (under another index).
         self._known_states: dict[str, float] = {}
 
     # ---- the strategy: what subclasses implement ----------------------------------------------
@@ -327,32 +327,34 @@ class _Session:
             return None  # the caller counts empty rounds
 
         init = task.dag.init_state()
-        # In proposal order: the log, the curve and the tuner see the batch the same way. A row
-        # is (index, configuration, state, result): a state to measure and no result yet, or no
-        # state and the result of a configuration that did not instantiate.
-        rows: list[tuple[int, ConfigEntity, Any, MeasureResult | None]] = []
-        reused: list[tuple[int, float]] = []  # same state as a measured one
-        later: list[tuple[int, str]] = []  # same state as another config of this batch
-        batch_keys: set[str] = set()
+        made: list[tuple[int, ConfigEntity, Any]] = []  # (index, configuration, state or result)
         for i in batch:
             t.visited.add(i)
             cfg = t.space.get(i)
             try:
-                state = task.instantiate(cfg)
+                made.append((i, cfg, task.instantiate(cfg)))
             except InstantiationError as err:
-                rows.append((i, cfg, None, MeasureResult(
+                made.append((i, cfg, MeasureResult(
                     (MAX_FLOAT,), int(MeasureErrorNo.INSTANTIATION_ERROR),
                     truncate_msg(f"configuration {i} does not instantiate: {err}"))))
-                continue
-            key = state.canonical_key()
-            known = t._known_states.get(key)
-            if known is not None:
-                reused.append((i, known))
-            elif key in batch_keys:
-                later.append((i, key))
+        # Only new schedules are measured, as in every tuner's round (``new_states``: none
+        # measured by this run or logged by another tuner meanwhile, none twice in the batch).
+        fresh = {s.canonical_key() for s in measurer.new_states(
+            task.workload_key, [s for _, _, s in made if not isinstance(s, MeasureResult)],
+            len(made))}
+        # In proposal order: the log, the curve and the tuner see the batch the same way. A row
+        # is (index, configuration, state, result): a state to measure and no result yet, or no
+        # state and the result of a configuration that did not instantiate.
+        rows: list[tuple[int, ConfigEntity, Any, MeasureResult | None]] = []
+        reused: list[tuple[int, str]] = []  # a schedule measured before, or earlier in the batch
+        for i, cfg, s in made:
+            if isinstance(s, MeasureResult):
+                rows.append((i, cfg, None, s))
+            elif s.canonical_key() in fresh:
+                fresh.discard(s.canonical_key())
+                rows.append((i, cfg, s, None))
             else:
-                batch_keys.add(key)
-                rows.append((i, cfg, state, None))
+                reused.append((i, s.canonical_key()))
 
         # Log first (durably, with each configuration), then book: a run killed now keeps this
         # batch; one the log cannot take is abandoned and ends the run.
@@ -381,10 +383,10 @@ class _Session:
                              known=[r for _, _, _, r in rows])
         if done.stop is not None:
             return done.stop
-        reused += [(i, t._known_states.get(key, 0.0)) for i, key in later]
-        for i, score in reused:
-            indices.append(i)
-            scores.append(score)
+        for i, key in reused:  # scored as their schedule (unknown: logged by another tuner)
+            if key in t._known_states:
+                indices.append(i)
+                scores.append(t._known_states[key])
         t.update(indices, scores)
         for cb in self.callbacks:
             cb(t, done.inputs, done.results)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import ansor
 from ansor import autotvm
 from measure.measure import MeasureErrorNo
 from measure.record import RecordWarning
@@ -41,6 +42,7 @@ def half_bad(cfg, dag):
 _CHILD = '''
 import sys
 sys.path.insert(0, {root!r})
+import ansor
 from ansor import autotvm
 from tests.ansor.sched_fakes import FakeBuilder, FakeRunner
 {template}
@@ -154,3 +156,26 @@ def test_a_hostile_log_resumes_without_a_crash(tmp_path, capsys, scratch_templat
     assert res.resumed_records == 4 and res.trials == 4
     assert 40 not in tuner.visited  # the other CPU's configuration is not measured *here*
     assert "1 of another CPU/toolchain ignored" in capsys.readouterr().out
+
+
+def test_configurations_another_tuner_logs_meanwhile_are_not_measured(tmp_path):
+    """Two tuners on one log: what the other appends during the run counts as measured
+    (``ProgramMeasurer.new_states`` catches up, as in every tuner's round)."""
+    task = autotvm.create_task("matmul", SHAPE)
+    log = tmp_path / "two.json"
+    other = autotvm.records.ConfigRecordToFile(log, task.template.name, task.space.signature)
+    theirs = [task.space.get(i) for i in (2, 3)]
+    inputs = [ansor.MeasureInput(task.search_task, task.instantiate(c)) for c in theirs]
+
+    def the_other_tuner(tuner, inp, res):  # after the first batch: logs configurations 2 and 3
+        if len(tuner.visited) == 2:
+            other.write(inputs, FakeRunner().run(inputs, [None] * 2), theirs)
+
+    runner = FakeRunner()
+    res = autotvm.GridSearchTuner(task).tune(
+        4, autotvm.measure_option(FakeBuilder(), runner), log_file=log, batch_size=2, verbose=0,
+        callbacks=[the_other_tuner])
+    assert res.trials == 4
+    assert [ln["autotvm"]["index"] for ln in _lines(log)] == [0, 1, 2, 3, 4, 5]
+    assert len(runner.measured) == 4
+    assert not {inp.state.canonical_key() for inp in inputs} & {k for _, k in runner.measured}
