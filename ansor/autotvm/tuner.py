@@ -13,10 +13,12 @@ way for all of them, so that they differ in their search alone:
   Ctrl-C and a lost cluster end the run with the log intact) and every result is appended to the log at once, with its configuration
   (``records.ConfigRecordToFile``); the log path is checked before anything is measured, and a
   batch that cannot be written (a full disk) ends the run, the log keeping whole lines only;
-* with an existing log, the run resumes: configurations already in it (same template and space,
-  or the same state) are never measured again, the tuner is told their scores, and the best
-  starts from the log's. ``n_trial`` counts new measurements, as ``SearchTask.tune``'s
-  ``num_measure_trials`` does;
+* with an existing log, the run resumes through ``ansor.resume``, as every tuner does (only
+  what a record means besides its schedule, its configuration, is ``_Configs``'): configurations
+  already in it (same template and space, or the same state) are never measured again, the tuner
+  is told their scores, and the best starts from the log's; a schedule another tuner appends to
+  the log meanwhile is not measured either (``ProgramMeasurer.new_states``). ``n_trial`` counts
+  new measurements, as ``SearchTask.tune``'s ``num_measure_trials`` does;
 * progress lines in AutoTVM's form, one per batch and a last one ending in "Done."::
 
       [Task matmul] Current/Best:  215.34/ 2271.11 GFLOPS | Progress: (400/400) | 2128.74 s Done.
