@@ -10,9 +10,9 @@ each task's per-round best-cost history for its backward gradient (``restore_his
 workloads' records are not even rebuilt; records timed on another CPU or toolchain are counted
 and ignored (their costs do not compare with ours).
 
-A record is a schedule to every tuner; what else it means to one - a template tuner's record names
-a configuration, and one that did not instantiate holds a placeholder schedule - is that tuner's
-``RecordMeaning``, which ``restore`` consults for each record it reads.
+A record is a schedule to every tuner (but a placeholder, ``task_records.is_placeholder``, is
+none); what else it means to one - a template tuner's record names a configuration - is that
+tuner's ``RecordMeaning``, which ``restore`` hands each record it reads.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from measure.record import LineWarner, RecordLine, iter_lines, target_summary
 
 from .measurer import ProgramMeasurer
 from .scheduler_policy import NO_COST
-from .task_records import record_to_input
+from .task_records import is_placeholder, record_to_input
 
 if TYPE_CHECKING:
     from cost_model.cost_model import CostModel
@@ -47,19 +47,14 @@ def resume_paths(*paths: str | None) -> list[str]:
 
 class RecordMeaning(Protocol):
     """What a record means to a tuner beyond the schedule it holds (the template tuners: the
-    configuration it names). ``restore`` asks it about each record of the tuner's task and
+    configuration it names). ``restore`` hands it each record of the tuner's task and
     toolchain, in log order."""
 
-    def stateless(self, line: RecordLine) -> bool:
-        """Whether the record's candidate never became a schedule (its input is a placeholder,
-        e.g. a configuration that did not instantiate): it is then not replayed, marks no
-        schedule measured and teaches the cost model nothing."""
-        ...
-
     def take(self, line: RecordLine, state: Any | None, new: bool) -> bool:
-        """Book the record: ``state`` is its replayed schedule (None for a stateless record),
-        ``new`` whether that schedule was not measured before. Returns whether a stateless
-        record is new to the tuner (it is then counted as restored, as a failed trial)."""
+        """Book the record: ``state`` is its replayed schedule, or None for a placeholder
+        (``task_records.is_placeholder``: a candidate that never became a schedule); ``new``
+        whether that schedule was not measured before. Returns whether a placeholder is new to
+        the tuner (it is then counted as restored, as a failed trial)."""
         ...
 
     def learn(self) -> None:
@@ -113,8 +108,8 @@ def restore_log(path: str, tasks: Sequence["SearchTask"], index: Mapping[str, in
         if line.target_key != here[name]:
             out.other_target += 1  # timed elsewhere: not measured *here*, costs not comparable
             continue
-        if meaning is not None and meaning.stateless(line):
-            if meaning.take(line, None, True):
+        if is_placeholder(line):  # marks no schedule measured and teaches the model nothing
+            if meaning is not None and meaning.take(line, None, True):
                 out.per_task.setdefault(i, []).append(NO_COST)
             continue
         inp = record_to_input(line, tasks[i], warner)

@@ -204,27 +204,17 @@ class Tuner:
 
 class _Configs:
     """What a template-tuning record means besides its schedule (``resume.RecordMeaning``): the
-    configuration it names is visited, and the tuner learns its score. A configuration that did
-    not instantiate was logged with a placeholder schedule: it marks no schedule measured."""
+    configuration it names is visited, and the tuner learns its score (0 for a configuration
+    that did not instantiate, logged as a placeholder)."""
 
     def __init__(self, tuner: Tuner):
         self.tuner, self.task = tuner, tuner.task
         self.indices: list[int] = []  # configurations new to the tuner, in log order
         self.scores: list[float] = []
         self.by_state: dict[str, ConfigEntity] = {}  # canonical key -> its first configuration
-        self._last: tuple[RecordLine | None, ConfigEntity | None] = (None, None)
-
-    def config(self, line: RecordLine) -> ConfigEntity | None:
-        if self._last[0] is not line:  # ``stateless`` then ``take`` ask about the same line
-            self._last = (line, config_of(config_record(line), self.task))
-        return self._last[1]
-
-    def stateless(self, line: RecordLine) -> bool:
-        return (line.result.error_no == MeasureErrorNo.INSTANTIATION_ERROR
-                and self.config(line) is not None)
 
     def take(self, line: RecordLine, state: Any | None, new: bool) -> bool:
-        t, cfg = self.tuner, self.config(line)
+        t, cfg = self.tuner, config_of(config_record(line), self.task)
         score = gflops_of(self.task.flop, line.result) if line.is_valid else 0.0
         if state is not None:
             key = state.canonical_key()
@@ -335,7 +325,7 @@ class _Session:
             cfg = t.space.get(i)
             try:
                 made.append((i, cfg, task.instantiate(cfg)))
-            except InstantiationError as err:
+            except InstantiationError as err:  # logged as a placeholder (``is_placeholder``)
                 made.append((i, cfg, MeasureResult(
                     (MAX_FLOAT,), int(MeasureErrorNo.INSTANTIATION_ERROR),
                     truncate_msg(f"configuration {i} does not instantiate: {err}"))))

@@ -124,10 +124,13 @@ def test_resume_of_a_partial_run_matches_the_log(tmp_path, scratch_templates):
     task = _half_bad_task(scratch_templates)
     log = tmp_path / "p.json"
     mo = autotvm.measure_option(FakeBuilder(), FakeRunner())
-    first = autotvm.GridSearchTuner(task).tune(20, mo, log_file=log, batch_size=8, verbose=0)
+    first = autotvm.RandomTuner(task, seed=0).tune(20, mo, log_file=log, batch_size=8,
+                                                   verbose=0)
+    assert first.errors  # some configurations did not instantiate
     again = autotvm.GATuner(task, pop_size=6, seed=0)
     res = again.tune(0, mo, log_file=log, verbose=0)
-    assert res.resumed_records == 20 and res.trials == 0 and again.visited == set(range(20))
+    assert res.resumed_records == 20 and res.trials == 0
+    assert again.visited == {ln["autotvm"]["index"] for ln in _lines(log)}
     assert res.best_config == first.best_config and res.best_cost == pytest.approx(first.best_cost)
     # The tuner learned every resumed score: the failed ones as 0.
     assert len(again.scores) == 20 and sum(s == 0 for s in again.scores.values()) == first.errors
@@ -179,3 +182,39 @@ def test_configurations_another_tuner_logs_meanwhile_are_not_measured(tmp_path):
     assert [ln["autotvm"]["index"] for ln in _lines(log)] == [0, 1, 2, 3, 4, 5]
     assert len(runner.measured) == 4
     assert not {inp.state.canonical_key() for inp in inputs} & {k for _, k in runner.measured}
+
+
+def test_a_template_log_read_by_the_auto_scheduler_has_no_placeholder_schedules(
+        tmp_path, scratch_templates):
+    """A configuration that did not instantiate is logged with the initial schedule standing in
+    (``is_placeholder``): resuming from the log, or catching up with it, marks that schedule
+    measured for no tuner and restores it as no record."""
+    from ansor.measurer import ProgramMeasurer, TaskStats
+    from ansor.resume import restore
+    from ansor.shared_log import SharedLog
+
+    task = _half_bad_task(scratch_templates)
+    log = tmp_path / "t.json"
+    res = autotvm.RandomTuner(task, seed=0).tune(
+        20, autotvm.measure_option(FakeBuilder(), FakeRunner()), log_file=log, batch_size=8,
+        verbose=0)
+    assert res.errors
+    st = ansor.SearchTask(func="matmul", args=SHAPE)
+    assert st.workload_key == task.workload_key
+    init = st.compute_dag.init_state().canonical_key()
+    m = ProgramMeasurer(FakeBuilder(), FakeRunner())
+    restored = restore([str(log)], [st], m)
+    assert restored.records == len(restored.inputs) == 20 - res.errors
+    assert init not in m.stats(st.workload_key).measured_keys
+    # Appended while another run watches the log: the same.
+    watched = tmp_path / "w.json"
+    watched.write_text("")
+    shared = SharedLog(str(watched))
+    try:
+        watched.write_text(log.read_text())
+        stats = TaskStats()
+        assert shared.catch_up(st.workload_key, st.compute_dag, stats, {st.workload_key}) == \
+            20 - res.errors
+        assert init not in stats.measured_keys
+    finally:
+        shared.close()
