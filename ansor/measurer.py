@@ -294,7 +294,7 @@ class ProgramMeasurer:
                     self.logger.info("%s", err)
                     return (f"{STOP_LOG_FAILED}: {err}; the last {len(inputs)} measurement(s) "
                             "are not counted")
-                if self.shared is not None and write is self.recorder:
+                if self.shared is not None:  # ``write`` too appends to the run's log
                     self.shared.wrote(workload_key, inputs)
             if states is None:
                 states = [inp.state for inp in inputs]

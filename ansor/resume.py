@@ -1,7 +1,7 @@
 """Resuming a tuning run from its logs: which records count and what they restore.
 
-The one resume of every search-policy tuner (``SearchTask.tune`` and the ``TaskScheduler``).
-Tuning takes hours and is interrupted; the next run must neither measure a schedule twice nor
+The one resume of every tuner: ``SearchTask.tune``, the ``TaskScheduler`` and the template tuners
+(``autotvm.tuner``). Tuning takes hours and is interrupted; the next run must neither measure a schedule twice nor
 forget what it learned. From each log (the run's own ``log_file``, and a scheduler's
 ``load_log_file``) the records of this toolchain and of the run's tasks are booked in the
 ``ProgramMeasurer`` (so nothing is measured again, and the best schedules and costs start from the
@@ -9,20 +9,24 @@ log's) and the cost model is retrained on them once (``restore``). The scheduler
 each task's per-round best-cost history for its backward gradient (``restore_history``). Other
 workloads' records are not even rebuilt; records timed on another CPU or toolchain are counted
 and ignored (their costs do not compare with ours).
+
+A record is a schedule to every tuner (but a placeholder, ``task_records.is_placeholder``, is
+none); what else it means to one - a template tuner's record names a configuration - is that
+tuner's ``RecordMeaning``, which ``restore`` hands each record it reads.
 """
 from __future__ import annotations
 
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from measure.measure import MeasureInput, MeasureResult
-from measure.record import LineWarner, iter_lines, target_summary
+from measure.record import LineWarner, RecordLine, iter_lines, target_summary
 
 from .measurer import ProgramMeasurer
 from .scheduler_policy import NO_COST
-from .task_records import record_to_input
+from .task_records import is_placeholder, record_to_input
 
 if TYPE_CHECKING:
     from cost_model.cost_model import CostModel
@@ -41,6 +45,23 @@ def resume_paths(*paths: str | None) -> list[str]:
     return out
 
 
+class RecordMeaning(Protocol):
+    """What a record means to a tuner beyond the schedule it holds (the template tuners: the
+    configuration it names). ``restore`` hands it each record of the tuner's task and
+    toolchain, in log order."""
+
+    def take(self, line: RecordLine, state: Any | None, new: bool) -> bool:
+        """Book the record: ``state`` is its replayed schedule, or None for a placeholder
+        (``task_records.is_placeholder``: a candidate that never became a schedule); ``new``
+        whether that schedule was not measured before. Returns whether a placeholder is new to
+        the tuner (it is then counted as restored, as a failed trial)."""
+        ...
+
+    def learn(self) -> None:
+        """Learn from everything ``take`` booked (once, after every log: the tuner's model)."""
+        ...
+
+
 @dataclass
 class RestoredLog:
     """What one log restored: the records (for the cost model), each task's costs in log order
@@ -51,6 +72,11 @@ class RestoredLog:
     per_task: dict[int, list[float]] = field(default_factory=dict)
     other_target: int = 0  # timed on another CPU/toolchain
     other_workload: int = 0  # of a task this scheduler does not have
+
+    @property
+    def records(self) -> int:
+        """The records restored (with the stateless ones a ``RecordMeaning`` took)."""
+        return sum(len(costs) for costs in self.per_task.values())
 
     def note(self) -> str:
         """`` (3 of another CPU/toolchain ignored; ...)``, or "" when nothing was ignored."""
@@ -63,9 +89,11 @@ class RestoredLog:
 
 
 def restore_log(path: str, tasks: Sequence["SearchTask"], index: Mapping[str, int],
-                measurer: ProgramMeasurer) -> RestoredLog:
+                measurer: ProgramMeasurer, meaning: RecordMeaning | None = None) -> RestoredLog:
     """Book every record of ``path`` of this toolchain and of one of ``tasks`` (``index``: task
-    number by workload key) in ``measurer``; a schedule it already has is skipped."""
+    number by workload key) in ``measurer``, and in ``meaning`` if given; a schedule it already
+    has is pooled, not restored again. The log is untrusted: a line that does not parse or
+    replay is warned about (``LineWarner``) and skipped."""
     here: dict[str, str] = {}  # a task's target name -> its toolchain key
     warner = LineWarner(path)
     out = RestoredLog()
@@ -80,12 +108,19 @@ def restore_log(path: str, tasks: Sequence["SearchTask"], index: Mapping[str, in
         if line.target_key != here[name]:
             out.other_target += 1  # timed elsewhere: not measured *here*, costs not comparable
             continue
+        if is_placeholder(line):  # marks no schedule measured and teaches the model nothing
+            if meaning is not None and meaning.take(line, None, True):
+                out.per_task.setdefault(i, []).append(NO_COST)
+            continue
         inp = record_to_input(line, tasks[i], warner)
         if inp is None:
             continue
         key = inp.state.canonical_key()
         stats = measurer.stats(line.workload_key)
-        if key in stats.measured_keys:
+        new = key not in stats.measured_keys
+        if meaning is not None:
+            meaning.take(line, inp.state, new)
+        if not new:
             # Measured again (a best confirmed, ``TaskScheduler(remeasure_best=...)``), or in both
             # logs: one trial, every valid cost pooled into the state's.
             if line.is_valid:
@@ -127,23 +162,30 @@ class Restored:
         return {i for log in self.logs for i in log.per_task}
 
     @property
+    def records(self) -> int:
+        return sum(log.records for log in self.logs)
+
+    @property
     def other_target(self) -> int:
         return sum(log.other_target for log in self.logs)
 
 
 def restore(paths: Sequence[str], tasks: Sequence["SearchTask"], measurer: ProgramMeasurer,
-            model: "CostModel | None" = None, index: Mapping[str, int] | None = None) -> Restored:
+            model: "CostModel | None" = None, index: Mapping[str, int] | None = None,
+            meaning: RecordMeaning | None = None) -> Restored:
     """``restore_log`` of each of ``paths`` (``resume_paths``) in turn, then one retraining of
-    ``model`` on every restored record. ``index``: task number by workload key (default: built
-    from ``tasks``)."""
+    ``model`` on every restored record and ``meaning.learn()``. ``index``: task number by
+    workload key (default: built from ``tasks``)."""
     if index is None:
         index = {t.workload_key: i for i, t in enumerate(tasks)}
-    out = Restored([restore_log(p, tasks, index, measurer) for p in paths])
+    out = Restored([restore_log(p, tasks, index, measurer, meaning) for p in paths])
     inputs = out.inputs
+    t0 = time.monotonic()
     if inputs and model is not None:
-        t0 = time.monotonic()
         model.update(inputs, [r for log in out.logs for r in log.results])
-        out.model_seconds = time.monotonic() - t0
+    if meaning is not None:
+        meaning.learn()
+    out.model_seconds = time.monotonic() - t0
     return out
 
 

@@ -17,6 +17,8 @@ from measure.log_share import LogClaim
 from measure.measure import MeasureInput
 from measure.record import RecordLine, target_summary
 
+from .task_records import is_placeholder
+
 
 class SharedLog:
     """The claim on a run's log and the records others append to it (see the module doc)."""
@@ -41,6 +43,8 @@ class SharedLog:
                 self._pending.setdefault(line.workload_key, []).append(line)
         n = 0
         for line in self._pending.pop(workload_key, ()):
+            if is_placeholder(line):  # a template configuration that did not instantiate
+                continue
             if line.result.ok and implausible_for_dag(line.result.costs, dag) is not None:
                 continue
             try:

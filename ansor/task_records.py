@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .search_task import SearchTask
 
 __all__ = ["NoRecordError", "Schedule", "best_of_task", "describe_missing", "find_best", "find_bests",
-           "pool_schedules", "ranked", "record_to_input", "task_desc"]
+           "is_placeholder", "pool_schedules", "ranked", "record_to_input", "task_desc"]
 
 # The task of a record line (None: skipped, the callee has said why).
 TaskOfLine = Callable[[RecordLine], "SearchTask | None"]
@@ -51,6 +51,16 @@ def record_to_input(line: RecordLine, task: "SearchTask",
                               f"{str(err)[:200]}")
         return None
     return MeasureInput(task, state)
+
+
+def is_placeholder(line: RecordLine) -> bool:
+    """Whether ``line`` records a candidate that failed before it became a schedule (a template
+    configuration that did not instantiate, ``autotvm.tuner``): an INSTANTIATION_ERROR logged
+    with the initial schedule standing in. It counts as a failed trial of its tuner but says
+    nothing about the initial schedule: resuming and catching up with a log mark no schedule
+    measured for it. (The initial schedule itself always instantiates: no real record has this
+    shape.)"""
+    return not line.steps and line.result.error_no == MeasureErrorNo.INSTANTIATION_ERROR
 
 
 def implausible_for(line: RecordLine, task: "SearchTask") -> str | None:

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
     from .task import TemplateTask
 
-__all__ = ["ConfigRecord", "ConfigRecordToFile", "best_config_record", "iter_config_records"]
+__all__ = ["ConfigRecord", "ConfigRecordToFile", "best_config_record", "config_record",
+           "iter_config_records"]
 
 FIELD = "autotvm"
 
@@ -112,18 +113,23 @@ def iter_config_records(paths: str | os.PathLike | Iterable[str | os.PathLike]
         path = os.fspath(path)
         warner = LineWarner(path)
         for line in iter_lines(path, warner):
-            part = _config_part(line)
-            if part is None:
-                yield ConfigRecord(line, None, None, None, None)
-                continue
-            index = part.get("index")
-            knobs = part.get("knobs")
-            yield ConfigRecord(
-                line, part.get("template") if isinstance(part.get("template"), str) else None,
-                part.get("space") if isinstance(part.get("space"), str) else None,
-                index if isinstance(index, int) and not isinstance(index, bool) else None,
-                knobs if isinstance(knobs, dict) else None)
+            yield config_record(line)
         warner.finish()
+
+
+def config_record(line: RecordLine) -> ConfigRecord:
+    """A record line with its configuration part, if any (a part of the wrong shape, from a
+    hand-edited or hostile log, reads as none)."""
+    part = _config_part(line)
+    if part is None:
+        return ConfigRecord(line, None, None, None, None)
+    index = part.get("index")
+    knobs = part.get("knobs")
+    return ConfigRecord(
+        line, part.get("template") if isinstance(part.get("template"), str) else None,
+        part.get("space") if isinstance(part.get("space"), str) else None,
+        index if isinstance(index, int) and not isinstance(index, bool) else None,
+        knobs if isinstance(knobs, dict) else None)
 
 
 def config_of(rec: ConfigRecord, task: "TemplateTask") -> ConfigEntity | None:

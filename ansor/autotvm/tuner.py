@@ -13,10 +13,12 @@ way for all of them, so that they differ in their search alone:
   Ctrl-C and a lost cluster end the run with the log intact) and every result is appended to the log at once, with its configuration
   (``records.ConfigRecordToFile``); the log path is checked before anything is measured, and a
   batch that cannot be written (a full disk) ends the run, the log keeping whole lines only;
-* with an existing log, the run resumes: configurations already in it (same template and space,
-  or the same state) are never measured again, the tuner is told their scores, and the best
-  starts from the log's. ``n_trial`` counts new measurements, as ``SearchTask.tune``'s
-  ``num_measure_trials`` does;
+* with an existing log, the run resumes through ``ansor.resume``, as every tuner does (only
+  what a record means besides its schedule, its configuration, is ``_Configs``'): configurations
+  already in it (same template and space, or the same state) are never measured again, the tuner
+  is told their scores, and the best starts from the log's; a schedule another tuner appends to
+  the log meanwhile is not measured either (``ProgramMeasurer.new_states``). ``n_trial`` counts
+  new measurements, as ``SearchTask.tune``'s ``num_measure_trials`` does;
 * progress lines in AutoTVM's form, one per batch and a last one ending in "Done."::
 
       [Task matmul] Current/Best:  215.34/ 2271.11 GFLOPS | Progress: (400/400) | 2128.74 s Done.
@@ -33,15 +35,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
-from measure.record import check_log_file, target_summary, truncate_msg
+from measure.record import RecordLine, check_log_file, truncate_msg
 from measure.runtime import check_num_threads
 
 from ..measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,
                         ProgramMeasurer, TaskStats)
-from ..task_records import record_to_input
+from ..resume import restore, resume_paths
 from ..tuning_loop import Batch, Session, measure_batch
 from .measure import MeasureOption
-from .records import ConfigRecord, ConfigRecordToFile, config_of, iter_config_records
+from .records import ConfigRecordToFile, config_of, config_record
 from .space import ConfigEntity
 from .task import InstantiationError, TemplateTask
 
@@ -84,10 +86,15 @@ class TuneSummary:
 
 def gflops_of(flop: float, res: MeasureResult) -> float:
     """A measurement's score: GFLOPS, 0 for a failure (the tuners' fitness)."""
-    if not res.ok or not res.costs or res.mean_cost >= MAX_FLOAT or res.mean_cost <= 0:
+    if not res.ok or not res.costs or res.mean_cost >= MAX_FLOAT:
         return 0.0
+    return gflops_at(flop, res.mean_cost)
+
+
+def gflops_at(flop: float, cost: float) -> float:
+    """GFLOPS at ``cost`` seconds per call (0 for a cost that is not positive)."""
     # Without a flop count, rank by speed alone (1 "flop" per call).
-    return (flop or 1.0) / res.mean_cost / 1e9
+    return (flop or 1.0) / cost / 1e9 if cost > 0 else 0.0
 
 
 class Tuner:
@@ -109,8 +116,8 @@ class Tuner:
         self.best_state: Any = None
         self.best_cost: float | None = None
         self.best_gflops = 0.0
-        # Canonical state key -> score: a configuration whose state was measured already (under
-        # another index, or by another tool into the same log) is not measured again.
+        # Canonical state key -> score of each schedule measured or resumed: what the tuner is
+        # told about a configuration whose schedule was measured already (under another index).
         self._known_states: dict[str, float] = {}
 
     # ---- the strategy: what subclasses implement ----------------------------------------------
@@ -195,6 +202,37 @@ class Tuner:
         return f"{type(self).__name__}({self.task.name}, {len(self.visited)} visited)"
 
 
+class _Configs:
+    """What a template-tuning record means besides its schedule (``resume.RecordMeaning``): the
+    configuration it names is visited, and the tuner learns its score (0 for a configuration
+    that did not instantiate, logged as a placeholder)."""
+
+    def __init__(self, tuner: Tuner):
+        self.tuner, self.task = tuner, tuner.task
+        self.indices: list[int] = []  # configurations new to the tuner, in log order
+        self.scores: list[float] = []
+        self.by_state: dict[str, ConfigEntity] = {}  # canonical key -> its first configuration
+
+    def take(self, line: RecordLine, state: Any | None, new: bool) -> bool:
+        t, cfg = self.tuner, config_of(config_record(line), self.task)
+        score = gflops_of(self.task.flop, line.result) if line.is_valid else 0.0
+        if state is not None:
+            key = state.canonical_key()
+            t._known_states[key] = max(score, t._known_states.get(key, 0.0))
+            if cfg is not None:
+                self.by_state.setdefault(key, cfg)
+        if cfg is None or cfg.index in t.visited:
+            return False
+        t.visited.add(cfg.index)
+        self.indices.append(cfg.index)
+        self.scores.append(score)
+        return True
+
+    def learn(self) -> None:
+        if self.indices:
+            self.tuner.update(self.indices, self.scores)
+
+
 class _Session:
     """One ``tune`` call: its counters and output, so the loop stays readable."""
 
@@ -229,58 +267,36 @@ class _Session:
     # ---- bookkeeping ----
     def book(self, cfg: ConfigEntity | None, state: Any, res: MeasureResult) -> float:
         """Update the tuner's best with one result; returns its score."""
-        t = self.tuner
         score = gflops_of(self.flop, res)
-        if score > t.best_gflops:
-            t.best_gflops, t.best_cost = score, res.mean_cost
-            t.best_config, t.best_state = cfg, state
+        self.improve(cfg, state, score, res.mean_cost)
         return score
 
-    def resume(self) -> None:
-        path = self.log_path
-        if path is None or not os.path.isfile(path) or os.path.getsize(path) == 0:
-            return
-        t, task = self.tuner, self.task
-        here = target_summary()["key"]
-        indices: list[int] = []
-        scores: list[float] = []
-        other_target = 0
-        for rec in iter_config_records(path):
-            if rec.line.workload_key != task.workload_key:
-                continue
-            if rec.line.target_key != here:
-                other_target += 1  # timed on another machine: neither measured here nor comparable
-                continue
-            self.resumed += 1
-            cfg = config_of(rec, task)
-            score = rec.gflops
-            # A configuration that did not instantiate is recorded with the initial state, which
-            # says nothing about that state: only real measurements mark states as measured.
-            failed_early = rec.line.result.error_no == MeasureErrorNo.INSTANTIATION_ERROR
-            state = None if failed_early and cfg is not None else self._replay(rec)
-            if state is not None:
-                key = state.canonical_key()
-                t._known_states[key] = max(score, t._known_states.get(key, 0.0))
-                self.stats.add_resumed(state, rec.line.result, valid=rec.line.is_valid)
-            if cfg is not None and cfg.index not in t.visited:
-                t.visited.add(cfg.index)
-                indices.append(cfg.index)
-                scores.append(score)
-            if rec.line.is_valid and state is not None:
-                self.book(cfg, state, rec.line.result)
-        if indices:
-            t.update(indices, scores)
-        if self.resumed or other_target:
-            other = (f"; {other_target} record(s) of another CPU/toolchain ignored"
-                     if other_target else "")
-            self.say(f"{self.tag} resuming from {path}: {self.resumed} record(s), "
-                     f"{len(indices)} configuration(s) of this space, best "
-                     f"{t.best_gflops:.2f} GFLOPS{other}")
+    def improve(self, cfg: ConfigEntity | None, state: Any, score: float, cost: float) -> None:
+        t = self.tuner
+        if score > t.best_gflops:
+            t.best_gflops, t.best_cost = score, cost
+            t.best_config, t.best_state = cfg, state
 
-    def _replay(self, rec: ConfigRecord) -> Any:
-        inp = record_to_input(rec.line, self.task.search_task, lambda lineno, why: logger.info(
-            "record line %d: %s", lineno, why))
-        return None if inp is None else inp.state
+    def resume(self) -> None:
+        """Restore the log (``resume.restore``, as every tuner does): its schedules count as
+        measured and compete for the best, its configurations as visited, and the tuner learns
+        their scores."""
+        paths = resume_paths(self.log_path)
+        if not paths:
+            return
+        t = self.tuner
+        configs = _Configs(t)
+        restored = restore(paths, [self.task.search_task], self.measurer, meaning=configs)
+        self.resumed = restored.records
+        best = self.stats.best.best
+        if best is not None:
+            cost, state = best  # the pooled cost of the log's best schedule
+            self.improve(configs.by_state.get(state.canonical_key()), state,
+                         gflops_at(self.flop, cost), cost)
+        if self.resumed or restored.other_target:
+            self.say(f"{self.tag} resuming from {paths[0]}: {self.resumed} record(s), "
+                     f"{len(configs.indices)} configuration(s) of this space, best "
+                     f"{t.best_gflops:.2f} GFLOPS{restored.logs[0].note()}")
 
     # ---- one batch ----
     def round(self) -> str | None:
@@ -303,32 +319,34 @@ class _Session:
             return None  # the caller counts empty rounds
 
         init = task.dag.init_state()
-        # In proposal order: the log, the curve and the tuner see the batch the same way. A row
-        # is (index, configuration, state, result): a state to measure and no result yet, or no
-        # state and the result of a configuration that did not instantiate.
-        rows: list[tuple[int, ConfigEntity, Any, MeasureResult | None]] = []
-        reused: list[tuple[int, float]] = []  # same state as a measured one
-        later: list[tuple[int, str]] = []  # same state as another config of this batch
-        batch_keys: set[str] = set()
+        made: list[tuple[int, ConfigEntity, Any]] = []  # (index, configuration, state or result)
         for i in batch:
             t.visited.add(i)
             cfg = t.space.get(i)
             try:
-                state = task.instantiate(cfg)
-            except InstantiationError as err:
-                rows.append((i, cfg, None, MeasureResult(
+                made.append((i, cfg, task.instantiate(cfg)))
+            except InstantiationError as err:  # logged as a placeholder (``is_placeholder``)
+                made.append((i, cfg, MeasureResult(
                     (MAX_FLOAT,), int(MeasureErrorNo.INSTANTIATION_ERROR),
                     truncate_msg(f"configuration {i} does not instantiate: {err}"))))
-                continue
-            key = state.canonical_key()
-            known = t._known_states.get(key)
-            if known is not None:
-                reused.append((i, known))
-            elif key in batch_keys:
-                later.append((i, key))
+        # Only new schedules are measured, as in every tuner's round (``new_states``: none
+        # measured by this run or logged by another tuner meanwhile, none twice in the batch).
+        fresh = {s.canonical_key() for s in measurer.new_states(
+            task.workload_key, [s for _, _, s in made if not isinstance(s, MeasureResult)],
+            len(made))}
+        # In proposal order: the log, the curve and the tuner see the batch the same way. A row
+        # is (index, configuration, state, result): a state to measure and no result yet, or no
+        # state and the result of a configuration that did not instantiate.
+        rows: list[tuple[int, ConfigEntity, Any, MeasureResult | None]] = []
+        reused: list[tuple[int, str]] = []  # a schedule measured before, or earlier in the batch
+        for i, cfg, s in made:
+            if isinstance(s, MeasureResult):
+                rows.append((i, cfg, None, s))
+            elif s.canonical_key() in fresh:
+                fresh.discard(s.canonical_key())
+                rows.append((i, cfg, s, None))
             else:
-                batch_keys.add(key)
-                rows.append((i, cfg, state, None))
+                reused.append((i, s.canonical_key()))
 
         # Log first (durably, with each configuration), then book: a run killed now keeps this
         # batch; one the log cannot take is abandoned and ends the run.
@@ -357,10 +375,10 @@ class _Session:
                              known=[r for _, _, _, r in rows])
         if done.stop is not None:
             return done.stop
-        reused += [(i, t._known_states.get(key, 0.0)) for i, key in later]
-        for i, score in reused:
-            indices.append(i)
-            scores.append(score)
+        for i, key in reused:  # scored as their schedule (unknown: logged by another tuner)
+            if key in t._known_states:
+                indices.append(i)
+                scores.append(t._known_states[key])
         t.update(indices, scores)
         for cb in self.callbacks:
             cb(t, done.inputs, done.results)
