@@ -40,7 +40,7 @@ from ..build_module import build
 from .ir import Graph, GraphError, TensorType
 from .ir_types import BOUNDARY_DTYPES
 from .layout_tuning import TransformKey, chosen_layouts, transform_state
-from .layouts import NHWC
+from .layouts import NHWC, activation_layout
 from .memory_plan import check_graph_memory, plan_buffers
 from .module_target import check_module_cpu
 from .plan import NetworkPlan, plan_network
@@ -121,7 +121,7 @@ def _run_order(plan: NetworkPlan) -> tuple[list[tuple], dict[str, Any]]:
     graph, occ, chosen, needs = plan.graph, plan.occurrences, plan.layouts, plan.input_layouts
     layout_of: dict[Any, str] = {n: NHWC for n in graph.inputs}
     for i, o in enumerate(occ):
-        layout_of[o.group.output] = chosen[i]
+        layout_of[o.group.output] = activation_layout(chosen[i])  # a Winograd group's is NHWC
     items: list[tuple] = []
     made: set[Any] = set()
 
