@@ -63,6 +63,9 @@ POINTS: dict[int, tuple[Fraction, ...]] = {
 TOLERANCE = 1e-3
 ALLOWED_M = (2, 4, 6)
 R = 3  # the kernel taps along a transformed axis
+# The transforms are small fixed-size reductions: the sketch rules tile them one way only
+# (``sketch.sketch_rules.RuleTileOnly``), keeping the search's alternatives for the GEMM.
+_TILE_ONLY = {"sketch": "tile_only"}
 
 
 def _inverse(a: list[list[Fraction]]) -> list[list[Fraction]]:
@@ -184,11 +187,11 @@ def conv2d_winograd_nhwc(data: Tensor, u: Tensor, bt_h: Tensor, at_h: Tensor, bt
         n, y0, x0 = tile(p)
         return te.sum(bt_h[e, ra] * src[n, y0 + ra, x0 + b, c], axis=ra)
 
-    t_in = te.compute((ah, aw, tiles, ci), tin, name=f"{name}_tin", tag="winograd_input")
+    t_in = te.compute((ah, aw, tiles, ci), tin, name=f"{name}_tin", tag="winograd_input", attrs=_TILE_ONLY)
     rb = te.reduce_axis((0, aw), "rb")
     v = te.compute((ah, aw, tiles, ci),
                    lambda e, nu, p, c: te.sum(t_in[e, rb, p, c] * bt_w[nu, rb], axis=rb),
-                   name=f"{name}_vin", tag="winograd_input")
+                   name=f"{name}_vin", tag="winograd_input", attrs=_TILE_ONLY)
     rc = te.reduce_axis((0, ci), "rc")
     gemm = te.compute((ah, aw, tiles, co),
                       lambda e, nu, p, k: te.sum(v[e, nu, p, rc] * u[e, nu, rc, k], axis=rc),
@@ -196,7 +199,7 @@ def conv2d_winograd_nhwc(data: Tensor, u: Tensor, bt_h: Tensor, at_h: Tensor, bt
     re_ = te.reduce_axis((0, ah), "re")
     t_out = te.compute((mh, aw, tiles, co),
                        lambda i, nu, p, k: te.sum(at_h[i, re_] * gemm[re_, nu, p, k], axis=re_),
-                       name=f"{name}_tout", tag="winograd_output")
+                       name=f"{name}_tout", tag="winograd_output", attrs=_TILE_ONLY)
     rn = te.reduce_axis((0, aw), "rn")
 
     def body(n: IterVar, y: IterVar, x: IterVar, k: IterVar) -> Expr:

@@ -182,3 +182,12 @@ def test_sidecar_accepts_winograd_choices_and_refuses_bad_ones(tmp_path):
                                 "src": "winograd4", "dst": NHWC, "seconds": 1e-6, "target": "x"}) + "\n")
     with pytest.raises(LayoutFileError, match="layouts.jsonl:1: unknown layout 'winograd4'"):
         read_sidecar(side)
+
+
+def test_exported_winograd_module_loads_and_runs(tmp_path):
+    from ansor.graph.executor import load_module
+
+    g = wino_net()
+    lib = ansor.compile_network(g, layouts=["winograd2", NHWC, "winograd6"], verbose=False)
+    back = load_module(lib.export(tmp_path / "m"))
+    assert_network_matches(back, g, atol=1e-5)
