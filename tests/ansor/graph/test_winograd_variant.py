@@ -191,3 +191,24 @@ def test_exported_winograd_module_loads_and_runs(tmp_path):
     lib = ansor.compile_network(g, layouts=["winograd2", NHWC, "winograd6"], verbose=False)
     back = load_module(lib.export(tmp_path / "m"))
     assert_network_matches(back, g, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_network_tune_winograd_through_the_cli(tmp_path, monkeypatch, capsys):
+    """``ansor network tune --winograd`` tunes the direct and Winograd tasks (named in the task
+    table), records a per-group choice, and the network compiled with it matches."""
+    from ansor.cli import main as ansor_main
+
+    g = wino_net()
+    monkeypatch.setattr("ansor.cli.common.load_model", lambda *a, **k: g)
+    log = tmp_path / "log.json"
+    n_tasks = len(variant_tasks(g, layout_variants(g, blocked=False, winograd=True))[0])
+    argv = ["network", "tune", "wino-net", "--winograd", "--trials", str(2 * n_tasks), "--per-round", "2",
+            "--population", "16", "--remeasure-best", "1", "--log", str(log), "--seed", "0", "--rounds", "0",
+            "--no-export"]
+    assert ansor_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "conv2d_winograd+add+relu 2x7x9x17 [winograd2]" in out and "Winograd; estimated" in out
+    layouts = chosen_layouts(g, log)
+    assert layouts is not None and len(layouts) == 3
+    assert_network_matches(ansor.compile_network(g, log, verbose=False), g, atol=1e-5)
