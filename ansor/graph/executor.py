@@ -71,8 +71,10 @@ def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | 
     a graph (the plan's NHWC groups are laid out again, not lowered again). ``"auto"``
     (default): the layouts chosen for this network by layout tuning, recorded beside
     ``log_file`` (``LOG.layouts.jsonl``), else NHWC everywhere; ``None``: NHWC everywhere; or one
-    layout name per fused group in execution order. A group in a blocked layout reads its conv
-    weight blocked at compile time; where a value's producer and consumer disagree a transform
+    layout name per fused group in execution order (or a Winograd variant, ``"winograd4"``: the
+    conv as F(4, 3) with NHWC activations and its weight transformed here, at compile time;
+    ``ansor.graph.winograd_variant``). A group in a blocked layout reads its conv weight blocked
+    at compile time; where a value's producer and consumer disagree a transform
     kernel runs between them (one per value and layout), and blocked outputs go back to NHWC.
 
     ``untuned``: how a task without a record is scheduled: ``"rules"`` (the rule-based
