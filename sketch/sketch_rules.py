@@ -100,6 +100,25 @@ class RuleAlwaysInline(SketchRule):
         return [(state.compute_inline(sid), sid - 1)]
 
 
+class RuleTileOnly(SketchRule):
+    """A stage whose compute asks for it (``attrs["sketch"] == "tile_only"``) and needs tiling is
+    multi-level tiled one way only: no rfactor, cache write, fusion or pack alternatives. The
+    small fixed-size transforms of a Winograd convolution ask (``compute.ops.winograd``): with
+    every alternative on each of them the sketches multiply (3888 for one F(4, 3) conv, cut to
+    the first 64, which then all share one choice for the GEMM that matters)."""
+
+    name = "tile_only"
+
+    def meet_condition(self, ctx, state, sid):
+        if not is_compute_stage(state, sid) or getattr(state.stages[sid].op, "attrs", {}).get("sketch") != "tile_only":
+            return ConditionKind.SKIP
+        return ConditionKind.APPLY_AND_SKIP_REST if ctx.info(state, sid).needs_multi_level_tiling \
+            else ConditionKind.SKIP
+
+    def apply(self, ctx, state, sid):
+        return [(multi_level_tiling(state, sid)[0], sid - 1)]
+
+
 class RuleAddRfactor(SketchRule):
     """Reductions with too little spatial parallelism: fuse the reduce loops, split them, and
     factor out either part (two sketches); the new .rf stage is visited next."""
@@ -313,7 +332,7 @@ class RuleSkipStage(SketchRule):
 
 
 DEFAULT_RULES: tuple[SketchRule, ...] = (
-    RuleAlwaysInline(), RuleAddRfactor(), RuleRowBlockDot(), RuleLaneReduction(), RuleLaneAxisCacheWrite(),
+    RuleAlwaysInline(), RuleTileOnly(), RuleAddRfactor(), RuleRowBlockDot(), RuleLaneReduction(), RuleLaneAxisCacheWrite(),
     RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(), RuleMultiLevelTiling(), RuleSkipStage(),
 )
 

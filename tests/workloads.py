@@ -21,6 +21,7 @@ import numpy as np
 
 from compute import ops, te
 from compute.ops import workloads as W
+from compute.ops.winograd import conv2d_winograd_workload, weight_transform, winograd_inputs
 from compute.tensor import Tensor
 
 Arrays = list[np.ndarray]
@@ -334,6 +335,39 @@ for _sfx, _a in [  # N, H, W, CI, CO, KH, KW, stride, padding, output_padding, d
 ]:
     _add(f"conv2d_transpose_nhwc_{_sfx}", lambda a=_a: W.conv2d_transpose_nhwc(*a),
          lambda xs, a=_a: [_f32(np_conv2d_transpose_nhwc(xs[0], xs[1], a[7], a[8], a[9], a[10]))])
+
+
+def np_winograd_nhwc(x: np.ndarray, u: np.ndarray, bt: np.ndarray, at: np.ndarray, pad: int) -> np.ndarray:
+    """Winograd from the transformed weight ``u`` [a, a, CI, CO] (3x3 kernel, stride 1): per
+    ``m x m`` output tile, ``A^T [sum_ci (B^T d B) * U] A``, partial tiles cropped."""
+    a, m = bt.shape[0], at.shape[0]
+    n, h, w, _ = x.shape
+    oh, ow = h + 2 * pad - 2, w + 2 * pad - 2
+    th, tw = -(-oh // m), -(-ow // m)
+    xp = np.pad(_f64(x), [(0, 0), (pad, th * m + 2 - h - pad), (pad, tw * m + 2 - w - pad), (0, 0)])
+    out = np.zeros((n, th * m, tw * m, u.shape[3]))
+    for ty in range(th):
+        for tx in range(tw):
+            d = xp[:, ty * m:ty * m + a, tx * m:tx * m + a]                      # [N, a, a, CI]
+            v = np.einsum("ea,nabc,vb->nevc", _f64(bt), d, _f64(bt))
+            mm = np.einsum("nevc,evck->nevk", v, _f64(u))
+            out[:, ty * m:(ty + 1) * m, tx * m:(tx + 1) * m] = np.einsum("ie,nevk,jv->nijk", _f64(at), mm, _f64(at))
+    return out[:, :oh, :ow]
+
+
+def _winograd_inputs(n: int, h: int, w: int, ci: int, co: int, m: int) -> Callable[[int], Arrays]:
+    def gen(seed: int) -> Arrays:
+        rng = np.random.default_rng(seed)
+        x = rng.uniform(-1, 1, (n, h, w, ci)).astype(np.float32)
+        u = weight_transform(rng.uniform(-1, 1, (3, 3, ci, co)).astype(np.float32), m)
+        return [x, u, *winograd_inputs(m)]
+    return gen
+
+
+for _a in [(2, 5, 6, 3, 4, 2, 1), (1, 6, 3, 2, 3, 4, 0)]:  # N, H, W, CI, CO, m, padding
+    _add(f"conv2d_winograd_m{_a[5]}_p{_a[6]}_{_a[1]}x{_a[2]}", lambda a=_a: conv2d_winograd_workload(*a),
+         lambda xs, a=_a: [_f32(np_winograd_nhwc(xs[0], xs[1], xs[2], xs[3], a[6]))],
+         inputs=_winograd_inputs(*_a[:6]), rtol=1e-3, atol=1e-4)
 
 _add("conv2d_bias_relu_p1", lambda: W.conv2d_bias_relu(1, 7, 7, 3, 4, 3, 3, 1, 1),
      lambda xs: [_f32(np_relu(np_conv_channels_last(xs[0], xs[1], 1, 1) + xs[2]))])

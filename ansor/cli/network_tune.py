@@ -59,6 +59,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "registers of floats) as tasks of their own, measure the layout transforms "
                         "between neighbours and pick the layouts of the whole network (DP/PBQP); "
                         "the choice is written to LOG.layouts.jsonl and used by 'network run'")
+    q.add_argument("--winograd", action="store_true",
+                   help="also tune each eligible 3x3 (1x3, 3x1) stride-1 conv as Winograd F(m,3), "
+                        "m in 2, 4, 6, tasks of their own ('conv2d_winograd ... [winograd4]'), and "
+                        "keep per conv the fastest measured (recorded as --layout-tuning's choice)")
     q.add_argument("--export", default=None, metavar="DIR/NAME.so",
                    help="after tuning, write the network as one shared library with the loader "
                         "ansor_runtime.py (numpy only) beside it (default: LOG-lib/net.so)")
@@ -101,12 +105,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     # Fused and lowered once: the tasks, the layout choice and the final compile all read it.
     plan = plan_network(g, layout_rewrite=rewrite)
     variants = None
-    if getattr(args, "layout_tuning", False):
+    if getattr(args, "layout_tuning", False) or getattr(args, "winograd", False):
         from ansor.graph.layout_tuning import layout_variants, variant_tasks  # noqa: PLC0415 - start-up time
 
         # Every variant is tuned on the default objective, as if the network ran them all: the
         # solver needs a good time for each layout, not only for the one fastest alone.
-        variants = layout_variants(g, occurrences=plan.groups)
+        variants = layout_variants(g, occurrences=plan.groups, blocked=getattr(args, "layout_tuning", False),
+                                   winograd=getattr(args, "winograd", False))
         tasks, weights = variant_tasks(g, variants, layout_rewrite=rewrite)
     else:
         tasks, weights = list(plan.tasks), list(plan.weights)
@@ -162,7 +167,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print("estimated latency: " + ("- (some task has no valid schedule)" if est is None
                                    else f"{est * 1e3:.3f} ms (sum of weight x best task latency"
                                    + (" over every layout variant; the layout choice below estimates "
-                                      "the network)" if getattr(args, "layout_tuning", False) else ")")))
+                                      "the network)" if variants is not None else ")")))
     if res.interrupted:
         print(f"interrupted: run the same command again to resume from {args.log}")
         return 130
@@ -229,8 +234,9 @@ def _choose_layouts(g, log: str, variants) -> int:
         rows.append((v.occurrence.group.name[:60], lay, shown))
     print_table(rows)
     sol = choice.solution
-    moved = sum(1 for lay in choice.layouts if lay != "NHWC")
-    print(f"layouts: {moved} of {len(choice.layouts)} group(s) blocked; estimated {sol.cost * 1e3:.3f} ms "
+    moved = sum(1 for lay in choice.layouts if lay != "NHWC" and not lay.startswith("winograd"))
+    wino = sum(1 for lay in choice.layouts if lay.startswith("winograd"))
+    print(f"layouts: {moved} of {len(choice.layouts)} group(s) blocked, {wino} Winograd; estimated {sol.cost * 1e3:.3f} ms "
           f"with transforms ({sol.method}, {'optimal' if sol.optimal else 'heuristic'}; {sol.note}); "
           f"{len(choice.transforms)} transform(s) costed; written to {sidecar_path(log)}")
     return 0

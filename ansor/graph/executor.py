@@ -40,7 +40,7 @@ from ..build_module import build
 from .ir import Graph, GraphError, TensorType
 from .ir_types import BOUNDARY_DTYPES
 from .layout_tuning import TransformKey, chosen_layouts, transform_state
-from .layouts import NHWC
+from .layouts import NHWC, activation_layout
 from .memory_plan import check_graph_memory, plan_buffers
 from .module_target import check_module_cpu
 from .plan import NetworkPlan, plan_network
@@ -71,8 +71,10 @@ def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | 
     a graph (the plan's NHWC groups are laid out again, not lowered again). ``"auto"``
     (default): the layouts chosen for this network by layout tuning, recorded beside
     ``log_file`` (``LOG.layouts.jsonl``), else NHWC everywhere; ``None``: NHWC everywhere; or one
-    layout name per fused group in execution order. A group in a blocked layout reads its conv
-    weight blocked at compile time; where a value's producer and consumer disagree a transform
+    layout name per fused group in execution order (or a Winograd variant, ``"winograd4"``: the
+    conv as F(4, 3) with NHWC activations and its weight transformed here, at compile time;
+    ``ansor.graph.winograd_variant``). A group in a blocked layout reads its conv weight blocked
+    at compile time; where a value's producer and consumer disagree a transform
     kernel runs between them (one per value and layout), and blocked outputs go back to NHWC.
 
     ``untuned``: how a task without a record is scheduled: ``"rules"`` (the rule-based
@@ -121,7 +123,7 @@ def _run_order(plan: NetworkPlan) -> tuple[list[tuple], dict[str, Any]]:
     graph, occ, chosen, needs = plan.graph, plan.occurrences, plan.layouts, plan.input_layouts
     layout_of: dict[Any, str] = {n: NHWC for n in graph.inputs}
     for i, o in enumerate(occ):
-        layout_of[o.group.output] = chosen[i]
+        layout_of[o.group.output] = activation_layout(chosen[i])  # a Winograd group's is NHWC
     items: list[tuple] = []
     made: set[Any] = set()
 

@@ -16,6 +16,10 @@ A network's conv groups may each run in NHWC or a blocked NCHW[x]c layout (``lay
 * ``chosen_layouts(graph, log_file)``: the last choice recorded for this network, which
   ``compile_network`` uses.
 
+A variant may also be an algorithm (``winograd4``: ``winograd_variant``); it is tuned and chosen
+the same way, and costs no transform beside NHWC neighbours. A variant without a record in the
+log costs ``inf``: an untuned Winograd variant is never chosen over a measured direct one.
+
 Each function that needs the network's fused groups takes them (``occurrences``/``variants``,
 from ``plan.NetworkPlan.groups``) and lowers them itself only when called without.
 
@@ -53,7 +57,7 @@ from ..records import best_record
 from ..search_task import SearchTask
 from .ir import DTYPES, Graph, GraphError
 from .layout_solver import LayoutProblem, LayoutSolution, solve
-from .layouts import (NHWC, LayoutCandidates, LayoutError, LayoutLowered, block_of, candidate_layouts,
+from .layouts import (NHWC, LayoutCandidates, LayoutError, LayoutLowered, activation_layout, candidate_layouts,
                       lower_group_in_layout, physical_shape, transform_tensors, why_not)
 from ..untuned import untuned_schedule
 from .tasks import GraphTask, Occurrence, has_reduction, lower_groups, tasks_from_groups
@@ -125,14 +129,16 @@ def network_key(occurrences: Sequence[Occurrence]) -> str:
 # ---------------------------------------------------------------- variants and tasks
 
 def layout_variants(graph: Graph, hw: HardwareParams | None = None,
-                    occurrences: Sequence[Occurrence] | None = None) -> list[GroupVariants]:
-    """Every fused group of ``graph`` (execution order) with its candidate layouts on ``hw``
-    (default: this host), each lowered."""
+                    occurrences: Sequence[Occurrence] | None = None, blocked: bool = True,
+                    winograd: bool = False) -> list[GroupVariants]:
+    """Every fused group of ``graph`` (execution order) with its candidate variants on ``hw``
+    (default: this host), each lowered: the blocked layouts (``blocked``), the Winograd tile sizes
+    of eligible convs (``winograd``)."""
     hw = hw if hw is not None else host_hardware_params()
     occ = list(occurrences) if occurrences is not None else lower_groups(graph)
     out = []
     for o in occ:
-        cands = candidate_layouts(o.group, graph, hw)
+        cands = candidate_layouts(o.group, graph, hw, blocked, winograd)
         lowered = tuple(lower_group_in_layout(o.group, graph, lay) for lay in cands.layouts)
         out.append(GroupVariants(o, cands, lowered))
     return out
@@ -146,11 +152,12 @@ def variant_occurrence(v: GroupVariants, k: int) -> Occurrence:
     return Occurrence(v.occurrence.group, low, ComputeDAG(low.tensors))
 
 
-def extract_layout_tasks(graph: Graph, hw: HardwareParams | None = None, layout_rewrite: bool = True
-                         ) -> tuple[list[GraphTask], list[int]]:
+def extract_layout_tasks(graph: Graph, hw: HardwareParams | None = None, layout_rewrite: bool = True,
+                         winograd: bool = False) -> tuple[list[GraphTask], list[int]]:
     """The tasks of every layout variant: the NHWC tasks of ``extract_tasks`` and one task per
-    distinct blocked variant (desc ending in ``[NCHW16c]``); weight = occurrences."""
-    return variant_tasks(graph, layout_variants(graph, hw), layout_rewrite)
+    distinct blocked variant (desc ending in ``[NCHW16c]``) and, with ``winograd``, per Winograd
+    variant (``conv2d_winograd... [winograd4]``); weight = occurrences."""
+    return variant_tasks(graph, layout_variants(graph, hw, winograd=winograd), layout_rewrite)
 
 
 def variant_tasks(graph: Graph, variants: Sequence[GroupVariants], layout_rewrite: bool = True
@@ -162,14 +169,8 @@ def variant_tasks(graph: Graph, variants: Sequence[GroupVariants], layout_rewrit
         for k, lay in enumerate(v.layouts):
             occ.append(variant_occurrence(v, k))
             tags.append(lay)
-    tasks, weights, task_of = tasks_from_groups(occ, constants=graph.constants, layout_rewrite=layout_rewrite)
-    first = {}
-    for i, ti in task_of.items():
-        first.setdefault(ti, i)
-    for ti, t in enumerate(tasks):
-        if tags[first[ti]] != NHWC:
-            tasks[ti] = GraphTask(t.compute_dag, f"{t.desc} [{tags[first[ti]]}]", t.group_names, t.weight,
-                                  t.constant_inputs, layout_rewrite)
+    tasks, weights, _ = tasks_from_groups(occ, constants=graph.constants, layout_rewrite=layout_rewrite,
+                                          variants=tags)
     return tasks, weights
 
 
@@ -186,7 +187,7 @@ def _producers(graph: Graph, variants: Sequence[GroupVariants]) -> dict[str, tup
     """Value -> (solver node name, the layouts it may be produced in)."""
     prod = {name: (f"in:{k}", (NHWC,)) for k, name in enumerate(graph.inputs)}
     for i, v in enumerate(variants):
-        prod[v.occurrence.group.output] = (f"g{i}", v.layouts)
+        prod[v.occurrence.group.output] = (f"g{i}", tuple(activation_layout(lay) for lay in v.layouts))
     return prod
 
 
@@ -254,7 +255,7 @@ def _layout_name(v: Any, what: str, path: Path, lineno: int) -> str:
     if not isinstance(v, str):
         raise _bad(path, lineno, f"{what} must be a layout name string, got {v!r:.60}")
     try:
-        block_of(v)
+        activation_layout(v)  # a layout or a variant (winograd4); a transform's is checked further
     except LayoutError as e:
         raise _bad(path, lineno, f"{what}: {e}") from None
     return v

@@ -19,6 +19,11 @@ tunable task (its own DAG and workload key) and a graph-level solver picks (``la
   between two layouts, in the compute DSL (NHWC <-> NCHW[x]c, NCHW[x]c <-> NCHW[y]c).
 
 Dense, pools, depthwise and grouped convs, concat and every other group keep NHWC.
+
+A group's *variant* is a layout name or an algorithm: ``winograd{m}`` (``winograd_variant``) runs
+an eligible conv as Winograd F(m, 3) with NHWC activations. Variants are offered, lowered, tuned
+and chosen exactly as layouts are; ``activation_layout(variant)`` is the layout its output and
+activation inputs are in (NHWC for Winograd), what transforms are costed and run on.
 """
 from __future__ import annotations
 
@@ -36,6 +41,8 @@ from sketch.hardware import HardwareParams
 from .fuse import FusedGroup
 from .ir import Graph, display_name
 from .te_ops import LoweredGroup, binary_expr, broadcast_index, lower_group, unary_expr
+from .winograd_variant import (lower_group_winograd, winograd_m, winograd_name, winograd_problem,
+                               winograd_tiles)
 
 NHWC = "NHWC"
 MAX_BLOCK = 1024
@@ -62,6 +69,18 @@ def block_of(layout: str) -> int | None:
         raise LayoutError(f"unknown layout {layout!r}: expected 'NHWC' or 'NCHW<x>c' with x in "
                           f"[1, {MAX_BLOCK}]")
     return int(m.group(1))
+
+
+def activation_layout(variant: str) -> str:
+    """The layout a group running ``variant`` reads and writes its activations in (NHWC for a
+    Winograd variant, the layout itself otherwise); ``LayoutError`` for an unknown name."""
+    try:
+        if winograd_m(variant) is not None:
+            return NHWC
+    except ValueError as e:
+        raise LayoutError(str(e)) from None
+    block_of(variant)
+    return variant
 
 
 def physical_shape(shape: Sequence[int], layout: str) -> tuple[int, ...]:
@@ -148,21 +167,34 @@ def _blocking_problem(group: FusedGroup, graph: Graph) -> str | None:
     return None
 
 
-def candidate_layouts(group: FusedGroup, graph: Graph, hw: HardwareParams) -> LayoutCandidates:
-    """NHWC, plus ``NCHW{x}c`` for each x of ``candidate_blocks(hw)`` the group can take."""
-    blocks = candidate_blocks(hw)
-    why = _blocking_problem(group, graph)
-    if why is not None:
-        return LayoutCandidates((NHWC,), tuple((blocked(x), why) for x in blocks))
-    conv = group.nodes[0]
-    ci, co = graph.type_of(conv.inputs[0]).shape[3], conv.type.shape[3]
+def candidate_layouts(group: FusedGroup, graph: Graph, hw: HardwareParams, blocked_layouts: bool = True,
+                      winograd: bool = False) -> LayoutCandidates:
+    """NHWC, plus ``NCHW{x}c`` for each x of ``candidate_blocks(hw)`` the group can take
+    (``blocked_layouts``), plus ``winograd{m}`` for each tile size an eligible conv group is
+    offered (``winograd``)."""
     ok, refused = [NHWC], []
-    for x in blocks:
-        bad = [f"{n} {what} channels" for n, what in ((ci, "input"), (co, "output")) if n % x]
-        if bad:
-            refused.append((blocked(x), f"{' and '.join(bad)} not a multiple of {x}"))
+    if blocked_layouts:
+        blocks = candidate_blocks(hw)
+        why = _blocking_problem(group, graph)
+        if why is not None:
+            refused += [(blocked(x), why) for x in blocks]
         else:
-            ok.append(blocked(x))
+            conv = group.nodes[0]
+            ci, co = graph.type_of(conv.inputs[0]).shape[3], conv.type.shape[3]
+            for x in blocks:
+                bad = [f"{n} {what} channels" for n, what in ((ci, "input"), (co, "output")) if n % x]
+                if bad:
+                    refused.append((blocked(x), f"{' and '.join(bad)} not a multiple of {x}"))
+                else:
+                    ok.append(blocked(x))
+    if winograd:
+        why = winograd_problem(group, graph)
+        if why is not None:
+            refused.append(("winograd", why))
+        else:
+            tiles, no = winograd_tiles(group, graph)
+            ok += [winograd_name(m) for m in tiles]
+            refused += [(winograd_name(m), reason) for m, reason in no]
     return LayoutCandidates(tuple(ok), tuple(refused))
 
 
@@ -180,8 +212,16 @@ class LayoutLowered:
 
 
 def lower_group_in_layout(group: FusedGroup, graph: Graph, layout: str) -> LayoutLowered:
-    """``group`` as tensors with its activations in ``layout`` (NHWC: ``te_ops.lower_group``).
-    ``LayoutError`` when the group cannot take the layout (says why)."""
+    """``group`` as tensors with its activations in ``layout`` (NHWC: ``te_ops.lower_group``), or
+    as the Winograd variant ``layout`` names. ``LayoutError`` when the group cannot take the
+    layout (says why)."""
+    if activation_layout(layout) == NHWC and layout != NHWC:
+        why = why_not(group, graph, layout)
+        if why is not None:
+            raise LayoutError(f"group {group.name} cannot run as {layout}: {why}")
+        low = lower_group_winograd(group, graph, winograd_m(layout))
+        return LayoutLowered(low, layout, [None if not isinstance(v, str) or v in graph.constants
+                                           else NHWC for v in low.inputs])
     x = block_of(layout)
     if x is None:
         low = lower_group(group, graph)
@@ -195,7 +235,9 @@ def lower_group_in_layout(group: FusedGroup, graph: Graph, layout: str) -> Layou
 
 def why_not(group: FusedGroup, graph: Graph, layout: str) -> str | None:
     """Why ``group`` cannot run in ``layout`` (any block size, not only the host's candidates),
-    or None when it can."""
+    or None when it can (a Winograd variant: whether the conv is eligible, any offered m)."""
+    if activation_layout(layout) == NHWC and layout != NHWC:
+        return winograd_problem(group, graph)
     x = block_of(layout)
     if x is None:
         return None

@@ -74,7 +74,7 @@ def _laid_out(graph: Graph, groups: tuple[Occurrence, ...], layouts: Sequence[st
         low = lower_group_in_layout(o.group, graph, lay)
         occ.append(Occurrence(o.group, low.lowered, ComputeDAG(low.lowered.tensors)))
         needs.append(tuple(low.input_layouts))
-    tasks, weights, task_of = tasks_from_groups(occ, include_simple, graph.constants, layout_rewrite)
+    tasks, weights, task_of = tasks_from_groups(occ, include_simple, graph.constants, layout_rewrite, chosen)
     return NetworkPlan(graph, groups, tuple(chosen), tuple(occ), tuple(needs), tuple(tasks), tuple(weights),
                        task_of, layout_rewrite, include_simple)
 

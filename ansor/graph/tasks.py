@@ -59,13 +59,19 @@ def has_reduction(dag: ComputeDAG) -> bool:
     return any(isinstance(op, ComputeOp) and op.reduce_axes for op in dag.ops)
 
 
-def group_desc(group: FusedGroup) -> str:
+def group_desc(group: FusedGroup, variant: str | None = None) -> str:
     """``conv2d+add+relu 1x56x56x64``: the op chain and output shape (names stay out: they are
-    untrusted and identical subgraphs share a task)."""
-    ops = "+".join(n.op for n in group.nodes)
+    untrusted and identical subgraphs share a task). A ``variant`` other than NHWC is appended
+    in brackets (``[NCHW16c]``); a Winograd one also renames the conv: ``conv2d_winograd+add+relu
+    1x14x14x256 [winograd4]``."""
+    names = [n.op for n in group.nodes]
+    if variant is not None and variant.startswith("winograd") and names[0] == "conv2d":
+        names[0] = "conv2d_winograd"
+    ops = "+".join(names)
     if len(ops) > 80:
         ops = ops[:77] + "..."
-    return f"{ops} {'x'.join(map(str, group.nodes[-1].type.shape))}"
+    tag = f" [{variant}]" if variant is not None and variant != "NHWC" else ""
+    return f"{ops} {'x'.join(map(str, group.nodes[-1].type.shape))}{tag}"
 
 
 def _check_no_empty_tensors(graph: Graph) -> None:
@@ -98,12 +104,14 @@ def constant_positions(occ: Occurrence, constants: Collection[str]) -> set[int]:
 
 
 def tasks_from_groups(occurrences: Sequence[Occurrence], include_simple: bool = False,
-                      constants: Collection[str] = (), layout_rewrite: bool = True
+                      constants: Collection[str] = (), layout_rewrite: bool = True,
+                      variants: Sequence[str] | None = None
                       ) -> tuple[list[GraphTask], list[int], dict[int, int]]:
     """Merge occurrences by workload key. Returns the tasks, their weights and, per occurrence
     index, the index of its task (occurrences that are not tasks are absent). ``constants``: the
     graph's constant value names; an input constant in every occurrence of a task is one of its
-    ``constant_inputs`` (``layout_rewrite``: measured pre-packed)."""
+    ``constant_inputs`` (``layout_rewrite``: measured pre-packed). ``variants``: per occurrence,
+    the layout or algorithm it is lowered in (named in the task's desc, ``group_desc``)."""
     by_key: dict[str, int] = {}
     members: list[list[int]] = []
     task_of: dict[int, int] = {}
@@ -120,7 +128,8 @@ def tasks_from_groups(occurrences: Sequence[Occurrence], include_simple: bool = 
     for idx in members:
         first = occurrences[idx[0]]
         const = set.intersection(*(constant_positions(occurrences[i], constants) for i in idx))
-        tasks.append(GraphTask(first.dag, group_desc(first.group),
+        tag = None if variants is None else variants[idx[0]]
+        tasks.append(GraphTask(first.dag, group_desc(first.group, tag),
                                [occurrences[i].group.name for i in idx], len(idx),
                                sorted(const), layout_rewrite))
     return tasks, [t.weight for t in tasks], task_of

@@ -130,8 +130,10 @@ def keep_index(i: Sequence[IterVar], axes: Sequence[int]) -> tuple:
     return tuple(const(0) if d in axes else v for d, v in enumerate(i))
 
 
-def lower_group(group: FusedGroup, graph: Graph) -> LoweredGroup:
-    """The group as tensors over placeholders ``p0, p1, ...`` for its inputs (first-use order)."""
+def lower_group(group: FusedGroup, graph: Graph, override: dict[str, LowerFn] | None = None) -> LoweredGroup:
+    """The group as tensors over placeholders ``p0, p1, ...`` for its inputs (first-use order).
+    ``override``: node name -> the lowering to use for that node instead of its op's (a conv as
+    Winograd, ``winograd_variant``)."""
     ctx = LowerCtx()
     ctx.constants = graph.constants
     env: dict[str, Tensor] = {}
@@ -144,7 +146,7 @@ def lower_group(group: FusedGroup, graph: Graph) -> LoweredGroup:
     reads = [i for n in group.nodes for i in n.inputs]
     ctx.read_once = {id(env[v]) for v in group.inputs if reads.count(v) == 1}
     for node in group.nodes:
-        fn = OPS[node.op].lower
+        fn = (override or {}).get(node.name) or OPS[node.op].lower
         if fn is None:
             raise GraphError(f"node {display_name(node.name)}: op {node.op!r} has no tensor-expression "
                              "lowering; it cannot be compiled")

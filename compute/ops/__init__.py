@@ -3,7 +3,8 @@
 * Tensor-level ops (``ops.matmul(A, B)``, ``ops.conv2d_nhwc(data, kernel, ...)``, ``ops.relu(x)``,
   ...) take Tensors and return a Tensor; they compose into fused graphs. Modules: ``nn``
   (convolutions, pooling, softmax, layer norm, activations, dense, pad), ``linalg`` (matmul, batch
-  matmul, norm) and ``elemwise`` (broadcast add/multiply, transpose, reshape).
+  matmul, norm) and ``elemwise`` (broadcast add/multiply, transpose, reshape); ``winograd`` (the
+  3x3 stride-1 convolution as Winograd F(m, 3), its transform matrices and weight transform).
 * Workloads (``ops.workloads.matmul(M, N, K)``, ...) take only shape parameters and return the full
   argument list ``[inputs..., output]`` of a kernel. They are registered by name in ``WORKLOADS``
   with a typical real shape and a tiny shape for tests; ``get_workload(name)`` looks one up.
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..tensor import Tensor
-from . import elemwise, linalg, nn, workloads
+from . import elemwise, linalg, nn, winograd, workloads
 from .elemwise import add, broadcast_shape, multiply, reshape, transpose
 from .linalg import batch_matmul, matmul, norm
 from .nn import (avg_pool2d, bias_add, conv1d, conv2d_nchw, conv2d_nhwc, conv2d_transpose_nhwc,
@@ -32,7 +33,7 @@ __all__ = [
     "conv2d_transpose_nhwc", "conv3d_ndhwc", "dense", "dense_bias_gelu", "dense_bias_relu",
     "depthwise_conv2d_nhwc", "elemwise", "gelu", "get_workload", "layer_norm", "linalg", "matmul",
     "matmul_relu", "max_pool2d", "multiply", "nn", "norm", "pad", "relu", "reshape", "softmax",
-    "transpose", "workloads",
+    "transpose", "winograd", "workloads",
 ]
 
 

@@ -201,3 +201,26 @@ def test_a_rule_that_never_moves_on_is_reported_not_looped_forever():
 
     with pytest.raises(RuntimeError, match="stuck"):
         generate_sketches(ansor.ComputeDAG(W.matmul(8, 8, 8)), rules=[Stuck()], num_cores=2)
+
+
+def test_a_stage_asking_tile_only_is_tiled_one_way():
+    from compute import te
+
+    a = te.placeholder((64, 40), "float32", "A")
+    b = te.placeholder((40, 48), "float32", "B")
+    k = te.reduce_axis((0, 40), "k")
+    for attrs, n in (({"sketch": "tile_only"}, 1), ({}, 3)):
+        c = te.compute((64, 48), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="mm", attrs=attrs)
+        sketches = generate_sketches(ansor.ComputeDAG([a, b, c]), num_cores=2)
+        assert len(sketches) >= n
+        if n == 1:
+            assert len(sketches) == 1 and "CHW" not in _tags(sketches[0])
+            assert _tiled_order(sketches[0], "mm") == [
+                "i.0", "j.0", "i.1", "j.1", "k.0", "i.2", "j.2", "k.1", "i.3", "j.3"]
+
+
+def test_winograd_sketches_are_not_cut_by_the_cap():
+    from compute.ops.winograd import conv2d_winograd_workload
+
+    dag = ansor.ComputeDAG(conv2d_winograd_workload(1, 14, 14, 64, 64, 4))
+    assert len(generate_sketches(dag, num_cores=2)) < 64  # every GEMM alternative is there
