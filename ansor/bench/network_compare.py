@@ -5,7 +5,8 @@ once, then runs every system in its own fresh process (``timing.run_fresh``: the
 threads for every runtime), alternating systems over ``rounds`` rounds, and reports the median
 over rounds. Each worker first checks its outputs against the reference (a wrong network's speed
 means nothing) and then times one inference, inputs and outputs included, with the suite's
-``time_callable``.
+``time_callable``. ``write_job_data`` writes what the workers are given (inputs, reference
+outputs, the ONNX file), for callers that run the workers themselves (``benchmarks/runtime_sharing.py``).
 
 Systems: ``ansor`` (``compile_network`` with the records of ``log``, untuned schedules for the
 rest), ``ansor-untuned`` (no records at all), ``ansor-no-rewrite`` (the records, without weight
