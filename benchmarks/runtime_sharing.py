@@ -133,8 +133,9 @@ def overhead_worker(sizes: list, threads: int, network: str, options: dict, timi
 
 
 def interleave_worker(workload: str, args: list, numpy_n: int, torch_n: int, threads: int,
-                      timing: dict) -> dict:
-    """Seconds per call of the kernel, each matmul, and each pair (kernel; matmul) in one loop."""
+                      timing: dict, log: str | None = None) -> dict:
+    """Seconds per call of the kernel (its best record in ``log``, else untuned), each matmul,
+    and each pair (kernel; matmul) in one loop."""
     import numpy as np  # noqa: PLC0415
     import torch  # noqa: PLC0415 - imported first: the process is the same for every figure
 
@@ -147,6 +148,15 @@ def interleave_worker(workload: str, args: list, numpy_n: int, torch_n: int, thr
     torch.set_num_threads(threads)
     dag = make_dag(workload, args)
     state, how = untuned_schedule(dag)
+    if log:
+        from ansor.records import best_record  # noqa: PLC0415
+        from ansor.search_task import SearchTask  # noqa: PLC0415
+
+        best = best_record(log, SearchTask(func=workload, args=tuple(args)))
+        if best is None:
+            raise RuntimeError(f"no record of {workload}{tuple(args)} in {log}")
+        state, how = best[0].state, "log"
+        dag = state.dag
     kernel = ansor.build(state)
     arrays = kernel_arrays(dag)
     kernel(*arrays)
@@ -249,7 +259,8 @@ def part_overhead(ns: argparse.Namespace, trees: list[str], env: dict, timing: d
 
 def part_interleave(ns: argparse.Namespace, trees: list[str], env: dict, timing: dict) -> dict:
     wl = ns.kernel_row
-    args = [wl.workload, list(wl.args), ns.numpy_n, ns.torch_n, ns.threads, timing]
+    args = [wl.workload, list(wl.args), ns.numpy_n, ns.torch_n, ns.threads, timing,
+            ns.kernel_log and os.path.abspath(ns.kernel_log)]
     res = _alternate(trees, ns.rounds, lambda t, r: _run(t, "interleave_worker", args, env,
                                                         f"interleave round {r + 1} {t}"))
     for t in trees:
@@ -405,8 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024], help="overhead: add sizes")
     ap.add_argument("--overhead-network", default="mobilenet-v2", help="zoo name or .onnx file")
     ap.add_argument("--overhead-image-size", type=int, default=64, help="for a zoo CNN")
-    ap.add_argument("--kernel", default="group_conv_resnext",
+    # ~0.3 ms on 2 Zen 4 cores untuned (the grouped conv of the issue's figures runs ~10x its
+    # tuned time untuned: pass it with --kernel-log)
+    ap.add_argument("--kernel", default="conv2d_nhwc:1,28,28,64,64,3,3,1,1",
                     help="interleave: a benchmark row name or WORKLOAD:ARGS (as `ansor bench`)")
+    ap.add_argument("--kernel-log", default=None, help="interleave: the kernel's best record from "
+                    "this log (default: its rule-based untuned schedule)")
     ap.add_argument("--numpy-n", type=int, default=600)
     ap.add_argument("--torch-n", type=int, default=512)
     ap.add_argument("--niced-network", default="mobilenet-v2", help="zoo name or .onnx file")
@@ -419,8 +434,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
     if min(ns.sizes) < 1:
         ap.error("--sizes must be positive")
-    if ns.log is not None and not os.path.isfile(ns.log):
-        ap.error(f"--log: no such file {ns.log}")
+    for flag in ("log", "kernel_log"):
+        path = getattr(ns, flag)
+        if path is not None and not os.path.isfile(path):
+            ap.error(f"--{flag.replace('_', '-')}: no such file {path}")
     if ROOT not in sys.path:  # the driver's own tree: argument checks, reference data, report
         sys.path.insert(0, ROOT)
     from ansor.bench.timing import machine_info, thread_env  # noqa: PLC0415
@@ -433,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
                     "trees": {t: tree_commit(t) for t in trees}, "timing": timing,
                     "settings": {k: getattr(ns, k) for k in (
                         "sizes", "overhead_network", "overhead_image_size", "kernel", "numpy_n",
-                        "torch_n", "niced_network", "niced_image_size", "log")}, "parts": {}}
+                        "torch_n", "niced_network", "niced_image_size", "log", "kernel_log")}, "parts": {}}
     parts = {"overhead": part_overhead, "interleave": part_interleave, "niced": part_niced}
     t0 = time.perf_counter()
     # SIGTERM unwinds like Ctrl-C: the busy process and the running worker are killed on the way.

@@ -45,15 +45,30 @@ def _positive_numbers(d: dict) -> None:
             assert v > 0, k
 
 
+def _log_of_one_schedule(path: Path, workload: str, args: tuple) -> str:
+    """A log holding the untuned schedule of ``workload(args)`` as its one record."""
+    from ansor.bench.inputs import make_dag
+    from ansor.records import RecordToFile
+    from ansor.search_task import SearchTask
+    from ansor.untuned import untuned_schedule
+    from measure.measure import MeasureInput, MeasureResult
+
+    state, _ = untuned_schedule(make_dag(workload, args))
+    RecordToFile(path)([MeasureInput(SearchTask(func=workload, args=args), state)],
+                       [MeasureResult((1e-4,), 0, "", 0.1, 1.7e9)])
+    return str(path)
+
+
 @pytest.mark.slow
 def test_one_tiny_round_of_every_part(tmp_path, capsys) -> None:
     rs = _module("runtime_sharing")
     net = _tiny_onnx(tmp_path / "tiny.onnx")
+    log = _log_of_one_schedule(tmp_path / "k.json", "conv2d_nhwc", (1, 8, 8, 8, 16, 3, 3, 1, 1))
     out = tmp_path / "r.json"
     assert rs.main(["--trees", str(ROOT), "--rounds", "1", "--threads", "2", "--repeat", "2",
                     "--min-repeat-ms", "1", "--warmup-s", "0", "--sizes", "64",
                     "--overhead-network", net, "--kernel", "conv2d_nhwc:1,8,8,8,16,3,3,1,1",
-                    "--numpy-n", "32", "--torch-n", "32", "--niced-network", net,
+                    "--kernel-log", log, "--numpy-n", "32", "--torch-n", "32", "--niced-network", net,
                     "--json", str(out)]) == 0
     rep = json.loads(out.read_text())
     tree = str(ROOT)
@@ -66,6 +81,7 @@ def test_one_tiny_round_of_every_part(tmp_path, capsys) -> None:
     _positive_numbers(ov["median"])
     il = rep["parts"]["interleave"][tree]
     assert "error" not in il["rounds"][0] and il["rounds"][0]["kernel_threads"] == 2
+    assert il["rounds"][0]["schedule"] == "log"  # the record of --kernel-log, not the rules
     assert set(il["median"]) >= {"kernel_s", "numpy_s", "kernel_numpy_s", "torch_s", "kernel_torch_s",
                                  "numpy_pair_over_sum", "torch_pair_over_sum"}
     _positive_numbers(il["median"])
