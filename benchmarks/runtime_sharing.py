@@ -102,7 +102,8 @@ def _add_kernel(n: int, threads: int, parallel: bool) -> tuple[Any, list]:
 
 def overhead_worker(sizes: list, threads: int, network: str, options: dict, timing: dict) -> dict:
     """Seconds per call of the parallel and serial add of each size; the network's seconds per
-    inference, kernel calls and their quotient."""
+    inference, kernel calls, their quotient, and the executor's own share (``lib.benchmark``:
+    the same calls with a native no-op for each kernel)."""
     from ansor.bench.inputs import check_output  # noqa: PLC0415
     from ansor.bench.network_compare import load_graph  # noqa: PLC0415
     from ansor.graph import run as reference_run  # noqa: PLC0415
@@ -128,7 +129,7 @@ def overhead_worker(sizes: list, threads: int, network: str, options: dict, timi
     b = lib.benchmark(repeat=int(timing["repeat"]), min_repeat_ms=float(timing["min_repeat_ms"]),
                       warmup_ms=1e3 * float(timing["warmup_s"]))
     out.update(network_inference_s=b["mean"], network_kernels=b["kernels"],
-               network_per_kernel_s=b["mean"] / max(1, b["kernels"]))
+               network_per_kernel_s=b["mean"] / max(1, b["kernels"]), network_executor_s=b["overhead"])
     return out
 
 
@@ -355,7 +356,8 @@ def render(report: dict) -> str:
         net = report["settings"]["overhead_network"]
         lines += [row(f"{net}: per inference (ms)", "network_inference_s", p, 1e3),
                   row(f"{net}: kernel calls", "network_kernels", p, 1, ".0f"),
-                  row(f"{net}: per kernel call (us)", "network_per_kernel_s", p, 1e6), ""]
+                  row(f"{net}: per kernel call (us)", "network_per_kernel_s", p, 1e6),
+                  row(f"{net}: executor's own dispatch, per inference (us)", "network_executor_s", p, 1e6), ""]
         errors += [f"overhead, {names[t]}: {e}" for t in trees for e in _errors(p[t]["rounds"])]
     if "interleave" in parts:
         p, s = parts["interleave"], report["settings"]
