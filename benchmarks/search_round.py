@@ -36,12 +36,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # imported by path (a test) rather than run as a script
+    sys.path.insert(0, HERE)
+from tree_runs import check_trees, run_in_tree  # noqa: E402 - needs HERE on sys.path
 # label -> (registered workload, args, candidates per round)
 WORKLOADS = {"gemm_512": ("matmul", (512, 512, 512), 32),
              "conv2d_56x56x64": ("conv2d_nhwc", (1, 56, 56, 64, 64, 3, 3, 1, 1), 64),
@@ -98,7 +100,7 @@ def time_round(name: str, args: tuple, population: int, seed: int, num: int = 64
     from cost_model import RandomModel
     from sketch.search_policy import SearchParams, SketchPolicy
 
-    task = ansor.SearchTask(func=name, args=args)
+    task = ansor.SearchTask(func=name, args=tuple(args))  # a list when called through JSON
     cm = _trained_model(task, seed) if model == "lgbm" else RandomModel(seed)
     policy = SketchPolicy(task, cm, SearchParams(population_size=population), seed=seed)
     clock = _Clock()
@@ -120,19 +122,6 @@ def time_round(name: str, args: tuple, population: int, seed: int, num: int = 64
             "candidates": len(chosen), "fingerprint": digest}
 
 
-def _in_tree(tree: str, name: str, args: tuple, population: int, seed: int, num: int,
-             model: str) -> dict:
-    code = ("import sys, json; sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2]);"
-            "from search_round import time_round;"
-            "print(json.dumps(time_round(sys.argv[3], tuple(json.loads(sys.argv[4])), "
-            "int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8])))")
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
-    out = subprocess.run([sys.executable, "-c", code, os.path.abspath(tree), HERE, name,
-                          json.dumps(list(args)), str(population), str(seed), str(num), model],
-                         capture_output=True, text=True, env=env, check=True, cwd=tree)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def _median_phases(runs: list[dict], key: str) -> dict:
     return {p: statistics.median(r[key][p] for r in runs) for p in PHASES}
 
@@ -146,14 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trees", nargs=2, metavar=("A", "B"), default=None,
                     help="two source trees to compare, alternating, in fresh processes")
     ns = ap.parse_args(argv)
-    trees = ns.trees or [os.path.dirname(HERE)]
+    trees = check_trees(ns.trees or [os.path.dirname(HERE)])
     out: dict = {}
     for label in ns.workloads:
         name, args, num = WORKLOADS[label]
         runs: dict[str, list[dict]] = {t: [] for t in trees}
         for r in range(ns.repeats):
             for t in trees:  # alternate, so drift in machine speed hits both alike
-                runs[t].append(_in_tree(t, name, args, ns.population, r, num, ns.model))
+                runs[t].append(run_in_tree(t, "search_round", "time_round",
+                                           [name, list(args), ns.population, r, num, ns.model]))
         out[label] = {}
         for t, v in runs.items():
             res = {"runs": v, "median_wall_s": statistics.median(x["wall_s"] for x in v),

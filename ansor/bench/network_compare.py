@@ -5,7 +5,8 @@ once, then runs every system in its own fresh process (``timing.run_fresh``: the
 threads for every runtime), alternating systems over ``rounds`` rounds, and reports the median
 over rounds. Each worker first checks its outputs against the reference (a wrong network's speed
 means nothing) and then times one inference, inputs and outputs included, with the suite's
-``time_callable``.
+``time_callable``. ``write_job_data`` writes what the workers are given (inputs, reference
+outputs, the ONNX file), for callers that run the workers themselves (``benchmarks/runtime_sharing.py``).
 
 Systems: ``ansor`` (``compile_network`` with the records of ``log``, untuned schedules for the
 rest), ``ansor-untuned`` (no records at all), ``ansor-no-rewrite`` (the records, without weight
@@ -129,11 +130,11 @@ def worker(job: dict) -> dict:
     return {"seconds": t["seconds"], "rel_error": err}
 
 
-def compare_network(model: str, options: dict | None = None, systems: Sequence[str] = SYSTEMS,
-                    threads: int = 2, rounds: int = 3, log: str | None = None,
-                    timing: dict | None = None, say: Any = None, untuned: str = "rules") -> dict:
-    """Median seconds per inference of each system over ``rounds`` alternating fresh-process
-    rounds: ``{system: {"seconds": median or None, "rounds": [...], "error": str (if any)}}``."""
+def write_job_data(model: str, options: dict | None, tmp: Path, onnx: bool = True) -> tuple[dict, str | None]:
+    """What every worker of one comparison is given, written under ``tmp``: the graph's fixed
+    random inputs and its reference outputs (``data.npz``) and, with ``onnx``, the graph as ONNX
+    for onnxruntime (the model file itself for an ``.onnx`` MODEL). Returns the job fields naming
+    them (``data``, ``onnx_path``) and why the ONNX could not be written (None if it was)."""
     from ansor.graph import run as reference_run  # noqa: PLC0415 - keeps the worker import light
     from ansor.graph.ir_types import numpy_dtype  # noqa: PLC0415 - as above
 
@@ -143,23 +144,35 @@ def compare_network(model: str, options: dict | None = None, systems: Sequence[s
     feeds = {n: rng.standard_normal(t.shape).astype(numpy_dtype(graph.boundary_dtype(n)))
              for n, t in graph.inputs.items()}
     ref = reference_run(graph, feeds)
+    data = Path(tmp) / "data.npz"
+    wide = {"bfloat16": np.float32}  # exact; npz would store bfloat16 as raw bytes
+    np.savez(data, **{f"in{i}": v.astype(wide.get(str(v.dtype), v.dtype)) for i, v in enumerate(feeds.values())},
+             **{f"out{i}": ref[o].astype(wide.get(str(ref[o].dtype), ref[o].dtype))
+                for i, o in enumerate(graph.outputs)})
+    onnx_path = model if is_onnx_file(model) else str(Path(tmp) / "model.onnx")
+    onnx_error = None
+    if onnx and not is_onnx_file(model):
+        try:
+            from ansor.graph.onnx_export import export_onnx  # noqa: PLC0415 - needs onnx
+
+            export_onnx(graph, onnx_path)
+        except (ImportError, ValueError) as e:  # a peer that cannot run is a table entry
+            onnx_error = f"cannot write the graph as ONNX: {e}"
+    return {"data": str(data), "onnx_path": onnx_path}, onnx_error
+
+
+def compare_network(model: str, options: dict | None = None, systems: Sequence[str] = SYSTEMS,
+                    threads: int = 2, rounds: int = 3, log: str | None = None,
+                    timing: dict | None = None, say: Any = None, untuned: str = "rules") -> dict:
+    """Median seconds per inference of each system over ``rounds`` alternating fresh-process
+    rounds: ``{system: {"seconds": median or None, "rounds": [...], "error": str (if any)}}``."""
     out: dict[str, dict] = {s: {"rounds": [], "seconds": None} for s in systems}
     with tempfile.TemporaryDirectory(prefix="ansor-net-") as tmp:
-        data = Path(tmp) / "data.npz"
-        wide = {"bfloat16": np.float32}  # exact; npz would store bfloat16 as raw bytes
-        np.savez(data, **{f"in{i}": v.astype(wide.get(str(v.dtype), v.dtype)) for i, v in enumerate(feeds.values())},
-                 **{f"out{i}": ref[o].astype(wide.get(str(ref[o].dtype), ref[o].dtype))
-                    for i, o in enumerate(graph.outputs)})
-        onnx_path = model if is_onnx_file(model) else str(Path(tmp) / "model.onnx")
-        if "onnxruntime" in systems and not is_onnx_file(model):
-            try:
-                from ansor.graph.onnx_export import export_onnx  # noqa: PLC0415 - needs onnx
-
-                export_onnx(graph, onnx_path)
-            except (ImportError, ValueError) as e:  # a peer that cannot run is a table entry
-                out["onnxruntime"]["error"] = f"cannot write the graph as ONNX: {e}"
-        base = {"model": model, "options": options or {}, "data": str(data), "threads": threads,
-                "log": None if log is None else os.fspath(log), "onnx_path": onnx_path,
+        files, onnx_error = write_job_data(model, options, Path(tmp), onnx="onnxruntime" in systems)
+        if onnx_error is not None:
+            out["onnxruntime"]["error"] = onnx_error
+        base = {"model": model, "options": options or {}, **files, "threads": threads,
+                "log": None if log is None else os.fspath(log),
                 "timing": timing or {}, "untuned": untuned}
         for r in range(rounds):
             # alternate the order so no system always runs right after another's warm-up
