@@ -10,8 +10,10 @@ allocates the arena; first refuses a CPU without the features the code needs: ``
 tensor query functions, ``ansor_metadata_json`` and ``ansor_required_features``.
 
 A context owns its arena and its thread count, so contexts are independent: each thread may run
-its own. The kernels read their OpenMP thread count from ``__ansor_num_threads``, which the
-library defines thread-local and ``ansor_run`` sets from the context before the first kernel.
+its own. The kernels read their thread count (what they ask of the library's thread pool,
+``measure.thread_pool``, linked in) from ``__ansor_num_threads``, which the library defines
+thread-local and ``ansor_run`` sets from the context before the first kernel; a context created
+with no count takes the pool's default, the CPUs of the process's affinity mask.
 Every string that comes from the model (tensor names, the metadata JSON) is emitted as escaped
 bytes of a constant (``_cstr``), never as an identifier; every symbol here is generated.
 """
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from measure.thread_pool import DEFAULT_THREADS
 
 from .cpu_check import cpu_check_ir
 
@@ -130,7 +134,7 @@ declare void @free(ptr)
 declare ptr @strerror(i32)
 declare ptr @__errno_location()
 declare i32 @snprintf(ptr, i64, ptr, ...)
-declare i32 @omp_get_max_threads()
+declare hidden i32 @{default_threads}()
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
 declare ptr @llvm.threadlocal.address.p0(ptr)
@@ -262,7 +266,7 @@ e_mem:
 init:
   call void @llvm.memset.p0.i64(ptr align 64 %a, i8 0, i64 {ar}, i1 false)
   %given = icmp sgt i32 %nthreads, 0
-  %dflt = call i32 @omp_get_max_threads()
+  %dflt = call i32 @{DEFAULT_THREADS}()
   %nt = select i1 %given, i32 %nthreads, i32 %dflt
   store ptr %a, ptr %c, align 8
   %f1 = getelementptr inbounds %Ctx, ptr %c, i32 0, i32 1
@@ -333,7 +337,7 @@ def entry_point_ir(e: EntryPoint) -> str:
     """The entry points' module: LLVM IR text for ``e.triple``."""
     body = [f'target datalayout = "{e.datalayout}"', f'target triple = "{e.triple}"',
             '@.fmt.s = private unnamed_addr constant [3 x i8] c"%s\\00", align 1']
-    body += _DECLS.format(err=ERR_BYTES, wbytes=e.weights_bytes).splitlines()
+    body += _DECLS.format(err=ERR_BYTES, wbytes=e.weights_bytes, default_threads=DEFAULT_THREADS).splitlines()
     body += [f"declare hidden void @{sym}({', '.join(['ptr'] * nargs)})" for sym, nargs in e.kernels.items()]
     body += _create(e) + _run(e)
     body += _tensor_tables(e, "input", e.inputs) + _tensor_tables(e, "output", e.outputs)

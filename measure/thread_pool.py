@@ -1,0 +1,482 @@
+"""The persistent thread pool that runs the parallel loops of compiled kernels, as LLVM IR text.
+
+One module, written as IR so that it runs both in the JIT (compiled once per process by MCJIT,
+no C compiler needed at run time) and inside an exported library (compiled PIC, its symbols
+hidden). Linux x86-64 (``futex`` is system call 202, ``pause`` the spin hint). It defines
+
+    void ansor_parallel_for(ptr body, ptr closure, i64 extent, i32 nthreads)
+
+which runs ``body(closure, begin, end)`` over ``[0, extent)`` in pieces, on the calling thread
+and on up to ``nthreads - 1`` worker threads, and ``i32 ansor_default_num_threads()`` (the CPUs
+of the process's affinity mask, else the online CPUs), the exported library's default count.
+
+Why not libgomp: its idle threads spin for milliseconds after every parallel region
+(GOMP_SPINCOUNT), taking the cores from whatever runs next in the process (a numpy or PyTorch
+matmul ran several times slower interleaved with our kernels), and its static split makes a
+region wait for a preempted thread.
+
+How it works:
+
+* Workers are created lazily with ``pthread_create`` (detached), grown when a call asks for more,
+  never beyond ``nthreads - 1``, ``extent - 1`` or ``MAX_WORKERS``; a failed create just leaves
+  fewer workers. Worker ``i`` owns a cache line (``slot``) holding its generation counter (the
+  futex word it waits on) and its ``sleeping`` flag.
+* Work is dynamic: the caller and the workers take chunks of ``max(1, extent // (threads *
+  CHUNKS_PER_THREAD))`` iterations from the atomic counter ``next`` (``atomicrmw add``), so a
+  late (preempted) thread delays the others by at most one chunk.
+* Waiting (a worker for a job, the caller for the workers): spin on the word with ``pause`` for
+  ``SPIN_US`` microseconds (``ANSOR_SPIN_US`` overrides it, read once when the first worker is
+  made), enough to cover the gap between consecutive kernels of a network, then sleep on the
+  futex, so idle workers never take a core from other threads of the process for long.
+* One caller at a time owns the pool: ``lock`` (0 free, else the owner's pid) is taken with a
+  ``cmpxchg``. A caller that finds the pool busy (another Python thread's kernel, or a nested
+  call: a body calling back in from the caller or a worker, which codegen never emits) runs the
+  whole loop inline on its own thread: it never blocks and cannot deadlock.
+* ``fork()``: a child has none of its parent's threads. ``pid`` records the process that made the
+  workers; the owner compares it with ``getpid()`` and starts again with no workers. A lock
+  copied from a parent that was mid-job holds the parent's pid, which no thread of the child
+  owns: the child takes it over with a ``cmpxchg`` from that value.
+* ``nthreads <= 1`` or ``extent <= 1``: ``body`` is called directly, no atomics.
+
+Memory ordering, and why consecutive jobs never mix:
+
+* The owner writes the job (``body``, ``closure``, ``extent``, ``chunk``; plain stores), resets
+  ``next`` and sets ``pending`` to the number of workers taking part, then publishes to each of
+  them with a seq_cst ``atomicrmw add`` on its slot's generation (a release). A worker observes
+  the new generation with an acquire load, so it reads that job's fields.
+* A worker takes part in a job only when its own generation moved, and only workers ``0..n-1``
+  are published to, so a worker never looks at a job not meant for it. After its last
+  ``atomicrmw`` on ``next`` it decrements ``pending`` (seq_cst, a release: its writes through
+  ``body`` go with it); the owner returns, and releases the lock, only once it has read
+  ``pending == 0`` (an acquire). Hence every access of job k by any worker happens before the
+  owner of job k+1 rewrites the fields, ``next`` or ``pending``: no stale field can be read, and
+  a worker cannot miss a generation (job k cannot finish without it).
+* Sleeping without a lost wake-up (Dekker's pattern, all four accesses seq_cst): a waiter stores
+  its flag = 1, re-reads the word, and ``FUTEX_WAIT``s only on the value it read (the kernel
+  returns at once if the word changed since); a waker changes the word, then reads the flag and
+  ``FUTEX_WAKE``s if it is set. At least one of the two sees the other's write. Spurious or stale
+  wake-ups only make a waiter re-check its word.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from .checks import MAX_THREADS
+
+ENTRY = "ansor_parallel_for"
+DEFAULT_THREADS = "ansor_default_num_threads"
+SYMBOLS = (ENTRY, DEFAULT_THREADS)
+
+# Microseconds a waiting thread spins before it sleeps on the futex: covers the gap between two
+# kernels of a network run from Python (a few microseconds), far below libgomp's milliseconds.
+SPIN_US = 50
+ENV_SPIN_US = "ANSOR_SPIN_US"
+MAX_SPIN_US = 1_000_000
+# Chunks of dynamic work per participating thread: enough for a late thread to be covered by the
+# others, few enough that the atomic counter is not contended.
+CHUNKS_PER_THREAD = 4
+MAX_WORKERS = MAX_THREADS - 1  # the caller is the last of at most MAX_THREADS threads
+SPIN_CHECK = 64  # pauses between two clock reads while spinning
+
+_SYS_FUTEX = 202  # Linux x86-64
+_FUTEX_WAIT_PRIVATE = 0 | 128
+_FUTEX_WAKE_PRIVATE = 1 | 128
+_CLOCK_MONOTONIC = 1
+_SC_NPROCESSORS_ONLN = 84  # glibc
+_CPU_SET_WORDS = 16  # 1024 CPUs, glibc's cpu_set_t
+
+_SLOT = "[16 x i32]"  # one cache line per worker: generation, sleeping flag
+
+
+def _functions(vis: str) -> str:
+    slots = f"[{MAX_WORKERS} x {_SLOT}]"
+    return f"""
+%Job = type {{ ptr, ptr, i64, i64 }}
+@pool.lock = internal global i32 0, align 64
+@pool.pid = internal global i32 0, align 4
+@pool.nworkers = internal global i32 0, align 4
+@pool.spin_ns = internal global i64 -1, align 8
+@pool.job = internal global %Job zeroinitializer, align 64
+@pool.next = internal global i64 0, align 64
+@pool.pending = internal global i32 0, align 64
+@pool.waiting = internal global i32 0, align 64
+@pool.slots = internal global {slots} zeroinitializer, align 64
+@pool.env = private unnamed_addr constant [{len(ENV_SPIN_US) + 1} x i8] c"{ENV_SPIN_US}\\00", align 1
+
+declare i64 @syscall(i64, ...)
+declare i32 @clock_gettime(i32, ptr)
+declare i32 @getpid()
+declare i32 @pthread_create(ptr, ptr, ptr, ptr)
+declare i32 @pthread_detach(i64)
+declare ptr @getenv(ptr)
+declare i64 @strtol(ptr, ptr, i32)
+declare i32 @sched_getaffinity(i32, i64, ptr)
+declare i64 @sysconf(i32)
+declare void @llvm.x86.sse2.pause()
+declare i64 @llvm.ctpop.i64(i64)
+declare i64 @llvm.smin.i64(i64, i64)
+declare i64 @llvm.smax.i64(i64, i64)
+
+define internal i64 @pool.now_ns() #0 {{
+entry:
+  %ts = alloca [2 x i64], align 8
+  %r = call i32 @clock_gettime(i32 {_CLOCK_MONOTONIC}, ptr %ts)
+  %s = load i64, ptr %ts, align 8
+  %np = getelementptr inbounds [2 x i64], ptr %ts, i64 0, i64 1
+  %n = load i64, ptr %np, align 8
+  %sn = mul i64 %s, 1000000000
+  %t = add i64 %sn, %n
+  ret i64 %t
+}}
+
+define internal void @pool.futex(ptr %word, i64 %op, i32 %value) #0 {{
+entry:
+  %v = zext i32 %value to i64
+  %r = call i64 (i64, ...) @syscall(i64 {_SYS_FUTEX}, ptr %word, i64 %op, i64 %v, ptr null, ptr null, i64 0)
+  ret void
+}}
+
+; Waits until *word != value (spinning until the clock passes deadline, then asleep on the futex
+; with *flag = 1 announcing it); returns the new value, read with acquire semantics.
+define internal i32 @pool.wait_while(ptr %word, i32 %value, ptr %flag, i64 %deadline) #0 {{
+entry:
+  br label %spin
+spin:
+  %k = phi i32 [ 0, %entry ], [ %k1, %pause ], [ %k1, %clock ]
+  %v = load atomic i32, ptr %word acquire, align 4
+  %changed = icmp ne i32 %v, %value
+  br i1 %changed, label %out, label %pause
+pause:
+  call void @llvm.x86.sse2.pause()
+  %k1 = add i32 %k, 1
+  %m = and i32 %k1, {SPIN_CHECK - 1}
+  %tick = icmp eq i32 %m, 0
+  br i1 %tick, label %clock, label %spin
+clock:
+  %t = call i64 @pool.now_ns()
+  %late = icmp sge i64 %t, %deadline
+  br i1 %late, label %sleep, label %spin
+sleep:
+  store atomic i32 1, ptr %flag seq_cst, align 4
+  %v2 = load atomic i32, ptr %word seq_cst, align 4
+  %changed2 = icmp ne i32 %v2, %value
+  br i1 %changed2, label %woke, label %wait
+wait:
+  call void @pool.futex(ptr %word, i64 {_FUTEX_WAIT_PRIVATE}, i32 %value)
+  br label %sleep
+woke:
+  store atomic i32 0, ptr %flag monotonic, align 4
+  br label %out
+out:
+  %r = phi i32 [ %v, %spin ], [ %v2, %woke ]
+  ret i32 %r
+}}
+
+; After a seq_cst change of *word: wakes its waiter if it announced itself asleep.
+define internal void @pool.signal(ptr %word, ptr %flag) #0 {{
+entry:
+  %s = load atomic i32, ptr %flag seq_cst, align 4
+  %asleep = icmp ne i32 %s, 0
+  br i1 %asleep, label %wake, label %out
+wake:
+  call void @pool.futex(ptr %word, i64 {_FUTEX_WAKE_PRIVATE}, i32 1)
+  br label %out
+out:
+  ret void
+}}
+
+define internal i64 @pool.deadline() #0 {{
+entry:
+  %t = call i64 @pool.now_ns()
+  %s = load i64, ptr @pool.spin_ns, align 8
+  %d = add i64 %t, %s
+  ret i64 %d
+}}
+
+; Chunks of the current job from the shared counter until none is left.
+define internal void @pool.run_chunks(ptr %body, ptr %clo, i64 %extent, i64 %chunk) #0 {{
+entry:
+  br label %take
+take:
+  %b = atomicrmw add ptr @pool.next, i64 %chunk monotonic, align 8
+  %more = icmp slt i64 %b, %extent
+  br i1 %more, label %run, label %done
+run:
+  %e0 = add i64 %b, %chunk
+  %e = call i64 @llvm.smin.i64(i64 %e0, i64 %extent)
+  call void %body(ptr %clo, i64 %b, i64 %e)
+  br label %take
+done:
+  ret void
+}}
+
+; A worker: its index in the low 32 bits of arg, its slot's generation when made in the high ones.
+define internal ptr @pool.worker(ptr %arg) #0 {{
+entry:
+  %a = ptrtoint ptr %arg to i64
+  %idx = and i64 %a, 4294967295
+  %hi = lshr i64 %a, 32
+  %seen0 = trunc i64 %hi to i32
+  %gen = getelementptr inbounds {slots}, ptr @pool.slots, i64 0, i64 %idx, i64 0
+  %flag = getelementptr inbounds {slots}, ptr @pool.slots, i64 0, i64 %idx, i64 1
+  br label %idle
+idle:
+  %seen = phi i32 [ %seen0, %entry ], [ %g, %done ]
+  %dl = call i64 @pool.deadline()
+  %g = call i32 @pool.wait_while(ptr %gen, i32 %seen, ptr %flag, i64 %dl)
+  %body = load ptr, ptr @pool.job, align 8
+  %clop = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 1
+  %clo = load ptr, ptr %clop, align 8
+  %extp = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 2
+  %extent = load i64, ptr %extp, align 8
+  %chp = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 3
+  %chunk = load i64, ptr %chp, align 8
+  call void @pool.run_chunks(ptr %body, ptr %clo, i64 %extent, i64 %chunk)
+  %old = atomicrmw sub ptr @pool.pending, i32 1 seq_cst, align 4
+  %last = icmp eq i32 %old, 1
+  br i1 %last, label %tell, label %done
+tell:
+  call void @pool.signal(ptr @pool.pending, ptr @pool.waiting)
+  br label %done
+done:
+  br label %idle
+}}
+
+; The spin length, read once (under the lock, before the first worker exists).
+define internal void @pool.read_spin() #0 {{
+entry:
+  %end = alloca ptr, align 8
+  %cur = load i64, ptr @pool.spin_ns, align 8
+  %unset = icmp slt i64 %cur, 0
+  br i1 %unset, label %read, label %out
+read:
+  %s = call ptr @getenv(ptr @pool.env)
+  %none = icmp eq ptr %s, null
+  br i1 %none, label %dflt, label %parse
+parse:
+  %v = call i64 @strtol(ptr %s, ptr %end, i32 10)
+  %e = load ptr, ptr %end, align 8
+  %empty = icmp eq ptr %e, %s
+  %neg = icmp slt i64 %v, 0
+  %bad = or i1 %empty, %neg
+  %v1 = call i64 @llvm.smin.i64(i64 %v, i64 {MAX_SPIN_US})
+  %us = select i1 %bad, i64 {SPIN_US}, i64 %v1
+  br label %set
+dflt:
+  br label %set
+set:
+  %u = phi i64 [ %us, %parse ], [ {SPIN_US}, %dflt ]
+  %ns = mul i64 %u, 1000
+  store i64 %ns, ptr @pool.spin_ns, align 8
+  br label %out
+out:
+  ret void
+}}
+
+define {vis}void @{ENTRY}(ptr %body, ptr %clo, i64 %extent, i32 %nthreads) #0 {{
+entry:
+  %tid = alloca i64, align 8
+  %few = icmp sle i32 %nthreads, 1
+  %short = icmp sle i64 %extent, 1
+  %alone = or i1 %few, %short
+  br i1 %alone, label %serial, label %lock
+serial:
+  %any = icmp sgt i64 %extent, 0
+  br i1 %any, label %inline, label %ret
+inline:
+  call void %body(ptr %clo, i64 0, i64 %extent)
+  br label %ret
+ret:
+  ret void
+lock:
+  %pid = call i32 @getpid()
+  %cx = cmpxchg ptr @pool.lock, i32 0, i32 %pid acquire monotonic, align 4
+  %got = extractvalue {{ i32, i1 }} %cx, 1
+  br i1 %got, label %owned, label %busy
+busy:
+  %holder = extractvalue {{ i32, i1 }} %cx, 0
+  %ours = icmp eq i32 %holder, %pid
+  br i1 %ours, label %inline, label %steal
+steal:
+  %cx2 = cmpxchg ptr @pool.lock, i32 %holder, i32 %pid acquire monotonic, align 4
+  %got2 = extractvalue {{ i32, i1 }} %cx2, 1
+  br i1 %got2, label %owned, label %inline
+owned:
+  %ppid = load i32, ptr @pool.pid, align 4
+  %same = icmp eq i32 %ppid, %pid
+  br i1 %same, label %sized, label %reset
+reset:
+  store i32 0, ptr @pool.nworkers, align 4
+  store atomic i32 0, ptr @pool.pending monotonic, align 4
+  store atomic i32 0, ptr @pool.waiting monotonic, align 4
+  store i32 %pid, ptr @pool.pid, align 4
+  br label %sized
+sized:
+  %nt64 = sext i32 %nthreads to i64
+  %w0 = add i64 %nt64, -1
+  %w1 = add i64 %extent, -1
+  %w2 = call i64 @llvm.smin.i64(i64 %w0, i64 %w1)
+  %w3 = call i64 @llvm.smin.i64(i64 %w2, i64 {MAX_WORKERS})
+  %want = trunc i64 %w3 to i32
+  %have = load i32, ptr @pool.nworkers, align 4
+  %grow = icmp slt i32 %have, %want
+  br i1 %grow, label %spawn0, label %go
+spawn0:
+  call void @pool.read_spin()
+  br label %spawn
+spawn:
+  %i = phi i32 [ %have, %spawn0 ], [ %i1, %made ]
+  %ix = zext i32 %i to i64
+  %sg = getelementptr inbounds {slots}, ptr @pool.slots, i64 0, i64 %ix, i64 0
+  %sf = getelementptr inbounds {slots}, ptr @pool.slots, i64 0, i64 %ix, i64 1
+  store atomic i32 0, ptr %sf monotonic, align 4
+  %g0 = load atomic i32, ptr %sg monotonic, align 4
+  %g64 = zext i32 %g0 to i64
+  %ghi = shl i64 %g64, 32
+  %packed = or i64 %ghi, %ix
+  %argp = inttoptr i64 %packed to ptr
+  %rc = call i32 @pthread_create(ptr %tid, ptr null, ptr @pool.worker, ptr %argp)
+  %ok = icmp eq i32 %rc, 0
+  br i1 %ok, label %made, label %spawned
+made:
+  %t = load i64, ptr %tid, align 8
+  %d = call i32 @pthread_detach(i64 %t)
+  %i1 = add i32 %i, 1
+  %again = icmp slt i32 %i1, %want
+  br i1 %again, label %spawn, label %spawned
+spawned:
+  %count = phi i32 [ %i, %spawn ], [ %i1, %made ]
+  store i32 %count, ptr @pool.nworkers, align 4
+  br label %go
+go:
+  %nw = load i32, ptr @pool.nworkers, align 4
+  %n0 = icmp slt i32 %nw, %want
+  %n = select i1 %n0, i32 %nw, i32 %want
+  %none = icmp sle i32 %n, 0
+  br i1 %none, label %unlock_inline, label %job
+unlock_inline:
+  store atomic i32 0, ptr @pool.lock release, align 4
+  br label %inline
+job:
+  %n64 = zext i32 %n to i64
+  %parts0 = add i64 %n64, 1
+  %parts = mul i64 %parts0, {CHUNKS_PER_THREAD}
+  %c0 = sdiv i64 %extent, %parts
+  %chunk = call i64 @llvm.smax.i64(i64 %c0, i64 1)
+  store ptr %body, ptr @pool.job, align 8
+  %clop = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 1
+  store ptr %clo, ptr %clop, align 8
+  %extp = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 2
+  store i64 %extent, ptr %extp, align 8
+  %chp = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 3
+  store i64 %chunk, ptr %chp, align 8
+  store atomic i64 0, ptr @pool.next monotonic, align 8
+  store atomic i32 %n, ptr @pool.pending monotonic, align 4
+  br label %publish
+publish:
+  %j = phi i64 [ 0, %job ], [ %j1, %publish ]
+  %pg = getelementptr inbounds {slots}, ptr @pool.slots, i64 0, i64 %j, i64 0
+  %pf = getelementptr inbounds {slots}, ptr @pool.slots, i64 0, i64 %j, i64 1
+  %prev = atomicrmw add ptr %pg, i32 1 seq_cst, align 4
+  call void @pool.signal(ptr %pg, ptr %pf)
+  %j1 = add i64 %j, 1
+  %pmore = icmp ult i64 %j1, %n64
+  br i1 %pmore, label %publish, label %work
+work:
+  call void @pool.run_chunks(ptr %body, ptr %clo, i64 %extent, i64 %chunk)
+  %dl = call i64 @pool.deadline()
+  br label %wait
+wait:
+  %left = phi i32 [ %n, %work ], [ %left1, %wait ]
+  %left1 = call i32 @pool.wait_while(ptr @pool.pending, i32 %left, ptr @pool.waiting, i64 %dl)
+  %finished = icmp eq i32 %left1, 0
+  br i1 %finished, label %release, label %wait
+release:
+  store atomic i32 0, ptr @pool.lock release, align 4
+  ret void
+}}
+
+define {vis}i32 @{DEFAULT_THREADS}() #0 {{
+entry:
+  %set = alloca [{_CPU_SET_WORDS} x i64], align 8
+  call void @llvm.memset.p0.i64(ptr %set, i8 0, i64 {8 * _CPU_SET_WORDS}, i1 false)
+  %r = call i32 @sched_getaffinity(i32 0, i64 {8 * _CPU_SET_WORDS}, ptr %set)
+  %ok = icmp eq i32 %r, 0
+  br i1 %ok, label %count, label %online
+count:
+{_popcount_lines()}
+  %some = icmp sgt i64 %c{_CPU_SET_WORDS}, 0
+  br i1 %some, label %clamp, label %online
+online:
+  %o = call i64 @sysconf(i32 {_SC_NPROCESSORS_ONLN})
+  br label %clamp
+clamp:
+  %v = phi i64 [ %c{_CPU_SET_WORDS}, %count ], [ %o, %online ]
+  %v1 = call i64 @llvm.smax.i64(i64 %v, i64 1)
+  %v2 = call i64 @llvm.smin.i64(i64 %v1, i64 {MAX_THREADS})
+  %n = trunc i64 %v2 to i32
+  ret i32 %n
+}}
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+
+attributes #0 = {{ nounwind }}
+"""
+
+
+def _popcount_lines() -> str:
+    out = ["  %c0 = add i64 0, 0"]
+    for k in range(_CPU_SET_WORDS):
+        out += [f"  %wp{k} = getelementptr inbounds [{_CPU_SET_WORDS} x i64], ptr %set, i64 0, i64 {k}",
+                f"  %w{k} = load i64, ptr %wp{k}, align 8",
+                f"  %p{k} = call i64 @llvm.ctpop.i64(i64 %w{k})",
+                f"  %c{k + 1} = add i64 %c{k}, %p{k}"]
+    return "\n".join(out)
+
+
+def pool_ir(triple: str, datalayout: str, hidden: bool) -> str:
+    """The pool's module for ``triple``; ``hidden``: its two symbols hidden (inside a library)."""
+    if not triple.startswith("x86_64") or "linux" not in triple:
+        raise RuntimeError(f"the kernel thread pool is written for Linux x86-64, not {triple}")
+    head = f'; ModuleID = \'ansor_thread_pool\'\ntarget datalayout = "{datalayout}"\ntarget triple = "{triple}"\n'
+    return head + _functions("hidden " if hidden else "")
+
+
+# ---- in this process (the JIT) --------------------------------------------------------------
+
+_LOCK = threading.Lock()
+_ENGINE: list = []  # the MCJIT engine that owns the pool's code, alive for the process
+_ADDRESSES: dict[str, int] = {}
+
+
+def addresses() -> dict[str, int]:
+    """The pool compiled for this host (once per process): ``{symbol: address}``."""
+    if _ADDRESSES:
+        return _ADDRESSES
+    import llvmlite.binding as llvm  # noqa: PLC0415 - LLVM only when kernels are run
+
+    from . import target  # noqa: PLC0415 - as above
+
+    with _LOCK:
+        if not _ADDRESSES:
+            mod = llvm.parse_assembly(pool_ir(target.host_triple(), target.data_layout(), hidden=False))
+            mod.verify()
+            engine = llvm.create_mcjit_compiler(mod, target.new_target_machine("native"))
+            engine.finalize_object()
+            found = {s: engine.get_function_address(s) for s in SYMBOLS}
+            _ENGINE.append(engine)
+            _ADDRESSES.update(found)
+    return _ADDRESSES
+
+
+def install() -> None:
+    """Make the pool's symbols visible to every kernel engine linked from now on."""
+    import llvmlite.binding as llvm  # noqa: PLC0415 - as above
+
+    for sym, addr in addresses().items():
+        llvm.add_symbol(sym, addr)
+
+
+def default_num_threads() -> int:
+    """What the exported library uses when no count is given (the affinity mask's CPUs)."""
+    return int(ctypes.CFUNCTYPE(ctypes.c_int32)(addresses()[DEFAULT_THREADS])())
