@@ -48,9 +48,11 @@ class NetworkModule:
     takes a context from a pool: its own inputs, intermediates and outputs (``context_nbytes``
     each), constants shared read-only. At most ``max_concurrent_runs`` (settable) runs execute
     at once, others wait for a context: by default ``max(1, usable CPUs // kernel threads)``, as
-    every kernel runs an OpenMP team of ``ANSOR_NUM_THREADS`` (default: every CPU) threads (the
-    count it passes to ``GOMP_parallel``, fixed when it loads), so runs never oversubscribe the
-    cores: by default one run at a time on all cores, with ``ANSOR_NUM_THREADS=1`` one per core.
+    every parallel kernel asks the process's thread pool (``measure.thread_pool``) for
+    ``ANSOR_NUM_THREADS`` (default: every CPU) threads (fixed when it loads; a kernel that finds
+    the pool busy with another run's kernel runs on its own thread alone), so runs do not
+    oversubscribe the cores: by default one run at a time on all cores, with
+    ``ANSOR_NUM_THREADS=1`` one per core.
     The pool grows lazily to that bound, so contexts take at most ``max_concurrent_runs *
     context_nbytes``; one thread reuses one context, taken for ~0.2 us a call. Measured on 2
     cores shared with other jobs (load 7-9), 8 threads x 5 calls of resnet-18 at 32x32, 2-thread

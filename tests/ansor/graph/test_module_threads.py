@@ -1,7 +1,7 @@
 """``NetworkModule.run`` from many threads (issue 43 item 3): every concurrent call gets the
 output of its own input (each run has its own buffers: a context from the module's pool), a
 loaded module is as safe, and no more runs execute at once than the module's concurrency limit
-(its kernels' OpenMP teams would otherwise fight for the cores)."""
+(its kernels' threads would otherwise fight for the cores)."""
 import threading
 
 import numpy as np
@@ -35,7 +35,7 @@ def net():
 
 
 def _compile(g, monkeypatch, threads="1"):
-    # One OpenMP thread per kernel (kernels read the count when loaded): on a small machine the
+    # One thread per kernel (kernels read the count when loaded): on a small machine the
     # default limit then still lets runs overlap, which is what this test is about.
     monkeypatch.setenv("ANSOR_NUM_THREADS", threads)
     return ansor.compile_network(g, verbose=False)
