@@ -21,9 +21,10 @@ How it works:
   never beyond ``nthreads - 1``, ``extent - 1`` or ``MAX_WORKERS``; a failed create just leaves
   fewer workers. Worker ``i`` owns a cache line (``slot``) holding its generation counter (the
   futex word it waits on) and its ``sleeping`` flag.
-* Work is dynamic: the caller and the workers take chunks of ``max(1, extent // (threads *
-  CHUNKS_PER_THREAD))`` iterations from the atomic counter ``next`` (``atomicrmw add``), so a
-  late (preempted) thread delays the others by at most one chunk.
+* Work is dynamic: the caller and the workers take chunks of ``ceil(extent / (threads *
+  CHUNKS_PER_THREAD))`` iterations (at least 1) from the atomic counter ``next`` (``atomicrmw
+  add``), so a late (preempted) thread delays the others by at most one chunk. With
+  ``CHUNKS_PER_THREAD = 1`` the chunks are the static split libgomp's schedule used.
 * Waiting (a worker for a job, the caller for the workers): spin on the word with ``pause`` for
   ``SPIN_US`` microseconds (``ANSOR_SPIN_US`` overrides it, read once when the first worker is
   made), enough to cover the gap between consecutive kernels of a network, then sleep on the
@@ -362,8 +363,9 @@ job:
   %n64 = zext i32 %n to i64
   %parts0 = add i64 %n64, 1
   %parts = mul i64 %parts0, {CHUNKS_PER_THREAD}
-  %c0 = sdiv i64 %extent, %parts
-  %chunk = call i64 @llvm.smax.i64(i64 %c0, i64 1)
+  %up = add i64 %extent, %parts
+  %up1 = add i64 %up, -1
+  %chunk = sdiv i64 %up1, %parts
   store ptr %body, ptr @pool.job, align 8
   %clop = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 1
   store ptr %clo, ptr %clop, align 8

@@ -200,7 +200,7 @@ def find_linker() -> tuple[list[str], str]:
 def _link(objects: list[Path], out: Path) -> str:
     cc, desc = find_linker()
     cmd = [*cc, "-shared", "-o", str(out), *map(str, objects), f"-Wl,-soname,{out.name}",
-           "-Wl,-z,noexecstack", "-lpthread", "-lm"]
+           "-Wl,-z,noexecstack", "-Wl,-z,nodelete", "-lpthread", "-lm"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         msg = (r.stderr or r.stdout).strip().splitlines()
