@@ -1,14 +1,13 @@
 """The persistent thread pool that runs the parallel loops of compiled kernels, as LLVM IR text.
 
 One module, written as IR so that it runs both in the JIT (compiled once per process by MCJIT,
-no C compiler needed at run time) and inside an exported library (compiled PIC, its symbols
+no C compiler needed at run time) and inside an exported library (compiled PIC, its symbol
 hidden). Linux x86-64 (``futex`` is system call 202, ``pause`` the spin hint). It defines
 
     void ansor_parallel_for(ptr body, ptr closure, i64 extent, i32 nthreads)
 
 which runs ``body(closure, begin, end)`` over ``[0, extent)`` in pieces, on the calling thread
-and on up to ``nthreads - 1`` worker threads, and ``i32 ansor_default_num_threads()`` (the CPUs
-of the process's affinity mask, else the online CPUs), the exported library's default count.
+and on up to ``nthreads - 1`` worker threads.
 
 Why not libgomp: its idle threads spin for milliseconds after every parallel region
 (GOMP_SPINCOUNT), taking the cores from whatever runs next in the process (a numpy or PyTorch
@@ -22,21 +21,23 @@ How it works:
   fewer workers. Worker ``i`` owns a cache line (``slot``) holding its generation counter (the
   futex word it waits on) and its ``sleeping`` flag.
 * Work is dynamic: the caller and the workers take chunks of ``ceil(extent / (threads *
-  CHUNKS_PER_THREAD))`` iterations (at least 1) from the atomic counter ``next`` (``atomicrmw
-  add``), so a late (preempted) thread delays the others by at most one chunk. With
-  ``CHUNKS_PER_THREAD = 1`` the chunks are the static split libgomp's schedule used.
+  CHUNKS_PER_THREAD))`` iterations from the atomic counter ``next`` (``atomicrmw add``), so a
+  late (preempted) thread delays the others by at most one chunk. With ``CHUNKS_PER_THREAD = 1``
+  the chunks are the static split libgomp's schedule used.
 * Waiting (a worker for a job, the caller for the workers): spin on the word with ``pause`` for
   ``SPIN_US`` microseconds (``ANSOR_SPIN_US`` overrides it, read once when the first worker is
   made), enough to cover the gap between consecutive kernels of a network, then sleep on the
   futex, so idle workers never take a core from other threads of the process for long.
-* One caller at a time owns the pool: ``lock`` (0 free, else the owner's pid) is taken with a
-  ``cmpxchg``. A caller that finds the pool busy (another Python thread's kernel, or a nested
-  call: a body calling back in from the caller or a worker, which codegen never emits) runs the
-  whole loop inline on its own thread: it never blocks and cannot deadlock.
-* ``fork()``: a child has none of its parent's threads. ``pid`` records the process that made the
-  workers; the owner compares it with ``getpid()`` and starts again with no workers. A lock
-  copied from a parent that was mid-job holds the parent's pid, which no thread of the child
-  owns: the child takes it over with a ``cmpxchg`` from that value.
+* One caller at a time owns the pool: ``lock`` (0 free, 1 owned) is taken with a ``cmpxchg``. A
+  caller that finds the pool busy (another Python thread's kernel, or a nested call: a body
+  calling back in from the caller or a worker, which codegen never emits) runs the whole loop
+  inline on its own thread: it never blocks and cannot deadlock.
+* ``fork()``: a child has none of its parent's threads. All the pool's state (lock, worker
+  count, job, slots) lives in one block mapped ``MADV_WIPEONFORK``: a child sees it zeroed, a
+  free pool with no workers, even if a parent's thread owned it at the fork, and no call pays a
+  system call to check. Where the kernel lacks it (Linux < 4.14) the block is a static one and
+  its owner compares ``getpid()`` with the pid that made the workers (a child of a fork taken
+  mid-job then finds the pool locked and runs inline: slower, still right).
 * ``nthreads <= 1`` or ``extent <= 1``: ``body`` is called directly, no atomics.
 
 Memory ordering, and why consecutive jobs never mix:
@@ -60,14 +61,12 @@ Memory ordering, and why consecutive jobs never mix:
 """
 from __future__ import annotations
 
-import ctypes
 import threading
 
 from .checks import MAX_THREADS
 
 ENTRY = "ansor_parallel_for"
-DEFAULT_THREADS = "ansor_default_num_threads"
-SYMBOLS = (ENTRY, DEFAULT_THREADS)
+SYMBOLS = (ENTRY,)
 
 # Microseconds a waiting thread spins before it sleeps on the futex: covers the gap between two
 # kernels of a network run from Python (a few microseconds), far below libgomp's milliseconds.
@@ -84,40 +83,41 @@ _SYS_FUTEX = 202  # Linux x86-64
 _FUTEX_WAIT_PRIVATE = 0 | 128
 _FUTEX_WAKE_PRIVATE = 1 | 128
 _CLOCK_MONOTONIC = 1
-_SC_NPROCESSORS_ONLN = 84  # glibc
-_CPU_SET_WORDS = 16  # 1024 CPUs, glibc's cpu_set_t
 
-_SLOT = "[16 x i32]"  # one cache line per worker: generation, sleeping flag
+# The pool's state, one block: a field per cache line where threads contend, then the slots.
+# Fields: 0 lock, 1 nworkers, 2 pid, 3 checkpid | 5 pending | 7 waiting | 9 next | 11 body,
+# 12 closure, 13 extent, 14 chunk | 16 slots.
+_STATE = (f"%State = type {{ i32, i32, i32, i32, [12 x i32], i32, [15 x i32], i32, [15 x i32], i64, [7 x i64], "
+          f"ptr, ptr, i64, i64, [4 x i64], [{MAX_WORKERS} x [16 x i32]] }}")
+_STATE_BYTES = 5 * 64 + 64 * MAX_WORKERS
+_MMAP_RW, _MMAP_PRIVATE_ANON, _MADV_WIPEONFORK = 3, 0x22, 18
+
+
+def _f(st: str, field: int, *slot: str) -> str:
+    """A field of the state block ``st`` (``slot``: worker index and word of field 16)."""
+    return f"getelementptr inbounds %State, ptr {st}, i32 0, i32 {field}" + "".join(f", i64 {x}" for x in slot)
 
 
 def _functions(vis: str) -> str:
-    slots = f"[{MAX_WORKERS} x {_SLOT}]"
     return f"""
-%Job = type {{ ptr, ptr, i64, i64 }}
-@pool.lock = internal global i32 0, align 64
-@pool.pid = internal global i32 0, align 4
-@pool.nworkers = internal global i32 0, align 4
+{_STATE}
+@pool.state = internal global ptr null, align 8
+@pool.static = internal global %State zeroinitializer, align 64
 @pool.spin_ns = internal global i64 -1, align 8
-@pool.job = internal global %Job zeroinitializer, align 64
-@pool.next = internal global i64 0, align 64
-@pool.pending = internal global i32 0, align 64
-@pool.waiting = internal global i32 0, align 64
-@pool.slots = internal global {slots} zeroinitializer, align 64
 @pool.env = private unnamed_addr constant [{len(ENV_SPIN_US) + 1} x i8] c"{ENV_SPIN_US}\\00", align 1
 
 declare i64 @syscall(i64, ...)
 declare i32 @clock_gettime(i32, ptr)
 declare i32 @getpid()
+declare ptr @mmap(ptr, i64, i32, i32, i32, i64)
+declare i32 @madvise(ptr, i64, i32)
+declare i32 @munmap(ptr, i64)
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
 declare ptr @getenv(ptr)
 declare i64 @strtol(ptr, ptr, i32)
-declare i32 @sched_getaffinity(i32, i64, ptr)
-declare i64 @sysconf(i32)
 declare void @llvm.x86.sse2.pause()
-declare i64 @llvm.ctpop.i64(i64)
 declare i64 @llvm.smin.i64(i64, i64)
-declare i64 @llvm.smax.i64(i64, i64)
 
 define internal i64 @pool.now_ns() #0 {{
 entry:
@@ -195,12 +195,54 @@ entry:
   ret i64 %d
 }}
 
+; The state block, made by the first caller: a private mapping wiped in a fork's child, else
+; (Linux < 4.14) the static block, checked against getpid() by every owner.
+define internal ptr @pool.get_state() #0 {{
+entry:
+  %p = load atomic ptr, ptr @pool.state acquire, align 8
+  %have = icmp ne ptr %p, null
+  br i1 %have, label %known, label %make
+known:
+  ret ptr %p
+make:
+  %m = call ptr @mmap(ptr null, i64 {_STATE_BYTES}, i32 {_MMAP_RW}, i32 {_MMAP_PRIVATE_ANON}, i32 -1, i64 0)
+  %failed = icmp eq ptr %m, inttoptr (i64 -1 to ptr)
+  br i1 %failed, label %static, label %advise
+advise:
+  %r = call i32 @madvise(ptr %m, i64 {_STATE_BYTES}, i32 {_MADV_WIPEONFORK})
+  %wiped = icmp eq i32 %r, 0
+  br i1 %wiped, label %publish, label %unmap
+unmap:
+  %u = call i32 @munmap(ptr %m, i64 {_STATE_BYTES})
+  br label %static
+static:
+  %cpp = {_f("@pool.static", 3)}
+  store atomic i32 1, ptr %cpp monotonic, align 4
+  br label %publish
+publish:
+  %new = phi ptr [ %m, %advise ], [ @pool.static, %static ]
+  %cx = cmpxchg ptr @pool.state, ptr null, ptr %new acq_rel acquire, align 8
+  %won = extractvalue {{ ptr, i1 }} %cx, 1
+  br i1 %won, label %mine, label %lost
+mine:
+  ret ptr %new
+lost:
+  %other = extractvalue {{ ptr, i1 }} %cx, 0
+  %mapped = icmp ne ptr %new, @pool.static
+  br i1 %mapped, label %unmap2, label %theirs
+unmap2:
+  %u2 = call i32 @munmap(ptr %new, i64 {_STATE_BYTES})
+  br label %theirs
+theirs:
+  ret ptr %other
+}}
+
 ; Chunks of the current job from the shared counter until none is left.
-define internal void @pool.run_chunks(ptr %body, ptr %clo, i64 %extent, i64 %chunk) #0 {{
+define internal void @pool.run_chunks(ptr %next, ptr %body, ptr %clo, i64 %extent, i64 %chunk) #0 {{
 entry:
   br label %take
 take:
-  %b = atomicrmw add ptr @pool.next, i64 %chunk monotonic, align 8
+  %b = atomicrmw add ptr %next, i64 %chunk monotonic, align 8
   %more = icmp slt i64 %b, %extent
   br i1 %more, label %run, label %done
 run:
@@ -215,30 +257,35 @@ done:
 ; A worker: its index in the low 32 bits of arg, its slot's generation when made in the high ones.
 define internal ptr @pool.worker(ptr %arg) #0 {{
 entry:
+  %st = load atomic ptr, ptr @pool.state acquire, align 8
   %a = ptrtoint ptr %arg to i64
   %idx = and i64 %a, 4294967295
   %hi = lshr i64 %a, 32
   %seen0 = trunc i64 %hi to i32
-  %gen = getelementptr inbounds {slots}, ptr @pool.slots, i64 0, i64 %idx, i64 0
-  %flag = getelementptr inbounds {slots}, ptr @pool.slots, i64 0, i64 %idx, i64 1
+  %gen = {_f("%st", 16, "%idx", "0")}
+  %flag = {_f("%st", 16, "%idx", "1")}
+  %next = {_f("%st", 9)}
+  %pending = {_f("%st", 5)}
+  %waiting = {_f("%st", 7)}
+  %bodyp = {_f("%st", 11)}
+  %clop = {_f("%st", 12)}
+  %extp = {_f("%st", 13)}
+  %chp = {_f("%st", 14)}
   br label %idle
 idle:
   %seen = phi i32 [ %seen0, %entry ], [ %g, %done ]
   %dl = call i64 @pool.deadline()
   %g = call i32 @pool.wait_while(ptr %gen, i32 %seen, ptr %flag, i64 %dl)
-  %body = load ptr, ptr @pool.job, align 8
-  %clop = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 1
+  %body = load ptr, ptr %bodyp, align 8
   %clo = load ptr, ptr %clop, align 8
-  %extp = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 2
   %extent = load i64, ptr %extp, align 8
-  %chp = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 3
   %chunk = load i64, ptr %chp, align 8
-  call void @pool.run_chunks(ptr %body, ptr %clo, i64 %extent, i64 %chunk)
-  %old = atomicrmw sub ptr @pool.pending, i32 1 seq_cst, align 4
+  call void @pool.run_chunks(ptr %next, ptr %body, ptr %clo, i64 %extent, i64 %chunk)
+  %old = atomicrmw sub ptr %pending, i32 1 seq_cst, align 4
   %last = icmp eq i32 %old, 1
   br i1 %last, label %tell, label %done
 tell:
-  call void @pool.signal(ptr @pool.pending, ptr @pool.waiting)
+  call void @pool.signal(ptr %pending, ptr %waiting)
   br label %done
 done:
   br label %idle
@@ -254,7 +301,7 @@ entry:
 read:
   %s = call ptr @getenv(ptr @pool.env)
   %none = icmp eq ptr %s, null
-  br i1 %none, label %dflt, label %parse
+  br i1 %none, label %set, label %parse
 parse:
   %v = call i64 @strtol(ptr %s, ptr %end, i32 10)
   %e = load ptr, ptr %end, align 8
@@ -264,10 +311,8 @@ parse:
   %v1 = call i64 @llvm.smin.i64(i64 %v, i64 {MAX_SPIN_US})
   %us = select i1 %bad, i64 {SPIN_US}, i64 %v1
   br label %set
-dflt:
-  br label %set
 set:
-  %u = phi i64 [ %us, %parse ], [ {SPIN_US}, %dflt ]
+  %u = phi i64 [ %us, %parse ], [ {SPIN_US}, %read ]
   %ns = mul i64 %u, 1000
   store i64 %ns, ptr @pool.spin_ns, align 8
   br label %out
@@ -291,27 +336,30 @@ inline:
 ret:
   ret void
 lock:
-  %pid = call i32 @getpid()
-  %cx = cmpxchg ptr @pool.lock, i32 0, i32 %pid acquire monotonic, align 4
+  %st = call ptr @pool.get_state()
+  %lockp = {_f("%st", 0)}
+  %cx = cmpxchg ptr %lockp, i32 0, i32 1 acquire monotonic, align 4
   %got = extractvalue {{ i32, i1 }} %cx, 1
-  br i1 %got, label %owned, label %busy
-busy:
-  %holder = extractvalue {{ i32, i1 }} %cx, 0
-  %ours = icmp eq i32 %holder, %pid
-  br i1 %ours, label %inline, label %steal
-steal:
-  %cx2 = cmpxchg ptr @pool.lock, i32 %holder, i32 %pid acquire monotonic, align 4
-  %got2 = extractvalue {{ i32, i1 }} %cx2, 1
-  br i1 %got2, label %owned, label %inline
+  br i1 %got, label %owned, label %inline
 owned:
-  %ppid = load i32, ptr @pool.pid, align 4
+  %nwp = {_f("%st", 1)}
+  %pidp = {_f("%st", 2)}
+  %cpp = {_f("%st", 3)}
+  %pending = {_f("%st", 5)}
+  %waiting = {_f("%st", 7)}
+  %cp = load atomic i32, ptr %cpp monotonic, align 4
+  %check = icmp ne i32 %cp, 0
+  br i1 %check, label %pidcheck, label %sized
+pidcheck:
+  %pid = call i32 @getpid()
+  %ppid = load i32, ptr %pidp, align 4
   %same = icmp eq i32 %ppid, %pid
   br i1 %same, label %sized, label %reset
 reset:
-  store i32 0, ptr @pool.nworkers, align 4
-  store atomic i32 0, ptr @pool.pending monotonic, align 4
-  store atomic i32 0, ptr @pool.waiting monotonic, align 4
-  store i32 %pid, ptr @pool.pid, align 4
+  store i32 0, ptr %nwp, align 4
+  store atomic i32 0, ptr %pending monotonic, align 4
+  store atomic i32 0, ptr %waiting monotonic, align 4
+  store i32 %pid, ptr %pidp, align 4
   br label %sized
 sized:
   %nt64 = sext i32 %nthreads to i64
@@ -320,7 +368,7 @@ sized:
   %w2 = call i64 @llvm.smin.i64(i64 %w0, i64 %w1)
   %w3 = call i64 @llvm.smin.i64(i64 %w2, i64 {MAX_WORKERS})
   %want = trunc i64 %w3 to i32
-  %have = load i32, ptr @pool.nworkers, align 4
+  %have = load i32, ptr %nwp, align 4
   %grow = icmp slt i32 %have, %want
   br i1 %grow, label %spawn0, label %go
 spawn0:
@@ -329,8 +377,8 @@ spawn0:
 spawn:
   %i = phi i32 [ %have, %spawn0 ], [ %i1, %made ]
   %ix = zext i32 %i to i64
-  %sg = getelementptr inbounds {slots}, ptr @pool.slots, i64 0, i64 %ix, i64 0
-  %sf = getelementptr inbounds {slots}, ptr @pool.slots, i64 0, i64 %ix, i64 1
+  %sg = {_f("%st", 16, "%ix", "0")}
+  %sf = {_f("%st", 16, "%ix", "1")}
   store atomic i32 0, ptr %sf monotonic, align 4
   %g0 = load atomic i32, ptr %sg monotonic, align 4
   %g64 = zext i32 %g0 to i64
@@ -348,16 +396,16 @@ made:
   br i1 %again, label %spawn, label %spawned
 spawned:
   %count = phi i32 [ %i, %spawn ], [ %i1, %made ]
-  store i32 %count, ptr @pool.nworkers, align 4
+  store i32 %count, ptr %nwp, align 4
   br label %go
 go:
-  %nw = load i32, ptr @pool.nworkers, align 4
+  %nw = load i32, ptr %nwp, align 4
   %n0 = icmp slt i32 %nw, %want
   %n = select i1 %n0, i32 %nw, i32 %want
   %none = icmp sle i32 %n, 0
   br i1 %none, label %unlock_inline, label %job
 unlock_inline:
-  store atomic i32 0, ptr @pool.lock release, align 4
+  store atomic i32 0, ptr %lockp release, align 4
   br label %inline
 job:
   %n64 = zext i32 %n to i64
@@ -366,74 +414,43 @@ job:
   %up = add i64 %extent, %parts
   %up1 = add i64 %up, -1
   %chunk = sdiv i64 %up1, %parts
-  store ptr %body, ptr @pool.job, align 8
-  %clop = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 1
+  %bodyp = {_f("%st", 11)}
+  store ptr %body, ptr %bodyp, align 8
+  %clop = {_f("%st", 12)}
   store ptr %clo, ptr %clop, align 8
-  %extp = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 2
+  %extp = {_f("%st", 13)}
   store i64 %extent, ptr %extp, align 8
-  %chp = getelementptr inbounds %Job, ptr @pool.job, i32 0, i32 3
+  %chp = {_f("%st", 14)}
   store i64 %chunk, ptr %chp, align 8
-  store atomic i64 0, ptr @pool.next monotonic, align 8
-  store atomic i32 %n, ptr @pool.pending monotonic, align 4
+  %next = {_f("%st", 9)}
+  store atomic i64 0, ptr %next monotonic, align 8
+  store atomic i32 %n, ptr %pending monotonic, align 4
   br label %publish
 publish:
   %j = phi i64 [ 0, %job ], [ %j1, %publish ]
-  %pg = getelementptr inbounds {slots}, ptr @pool.slots, i64 0, i64 %j, i64 0
-  %pf = getelementptr inbounds {slots}, ptr @pool.slots, i64 0, i64 %j, i64 1
+  %pg = {_f("%st", 16, "%j", "0")}
+  %pf = {_f("%st", 16, "%j", "1")}
   %prev = atomicrmw add ptr %pg, i32 1 seq_cst, align 4
   call void @pool.signal(ptr %pg, ptr %pf)
   %j1 = add i64 %j, 1
   %pmore = icmp ult i64 %j1, %n64
   br i1 %pmore, label %publish, label %work
 work:
-  call void @pool.run_chunks(ptr %body, ptr %clo, i64 %extent, i64 %chunk)
+  call void @pool.run_chunks(ptr %next, ptr %body, ptr %clo, i64 %extent, i64 %chunk)
   %dl = call i64 @pool.deadline()
   br label %wait
 wait:
   %left = phi i32 [ %n, %work ], [ %left1, %wait ]
-  %left1 = call i32 @pool.wait_while(ptr @pool.pending, i32 %left, ptr @pool.waiting, i64 %dl)
+  %left1 = call i32 @pool.wait_while(ptr %pending, i32 %left, ptr %waiting, i64 %dl)
   %finished = icmp eq i32 %left1, 0
   br i1 %finished, label %release, label %wait
 release:
-  store atomic i32 0, ptr @pool.lock release, align 4
+  store atomic i32 0, ptr %lockp release, align 4
   ret void
 }}
 
-define {vis}i32 @{DEFAULT_THREADS}() #0 {{
-entry:
-  %set = alloca [{_CPU_SET_WORDS} x i64], align 8
-  call void @llvm.memset.p0.i64(ptr %set, i8 0, i64 {8 * _CPU_SET_WORDS}, i1 false)
-  %r = call i32 @sched_getaffinity(i32 0, i64 {8 * _CPU_SET_WORDS}, ptr %set)
-  %ok = icmp eq i32 %r, 0
-  br i1 %ok, label %count, label %online
-count:
-{_popcount_lines()}
-  %some = icmp sgt i64 %c{_CPU_SET_WORDS}, 0
-  br i1 %some, label %clamp, label %online
-online:
-  %o = call i64 @sysconf(i32 {_SC_NPROCESSORS_ONLN})
-  br label %clamp
-clamp:
-  %v = phi i64 [ %c{_CPU_SET_WORDS}, %count ], [ %o, %online ]
-  %v1 = call i64 @llvm.smax.i64(i64 %v, i64 1)
-  %v2 = call i64 @llvm.smin.i64(i64 %v1, i64 {MAX_THREADS})
-  %n = trunc i64 %v2 to i32
-  ret i32 %n
-}}
-declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
-
 attributes #0 = {{ nounwind }}
 """
-
-
-def _popcount_lines() -> str:
-    out = ["  %c0 = add i64 0, 0"]
-    for k in range(_CPU_SET_WORDS):
-        out += [f"  %wp{k} = getelementptr inbounds [{_CPU_SET_WORDS} x i64], ptr %set, i64 0, i64 {k}",
-                f"  %w{k} = load i64, ptr %wp{k}, align 8",
-                f"  %p{k} = call i64 @llvm.ctpop.i64(i64 %w{k})",
-                f"  %c{k + 1} = add i64 %c{k}, %p{k}"]
-    return "\n".join(out)
 
 
 def pool_ir(triple: str, datalayout: str, hidden: bool) -> str:
@@ -477,8 +494,3 @@ def install() -> None:
 
     for sym, addr in addresses().items():
         llvm.add_symbol(sym, addr)
-
-
-def default_num_threads() -> int:
-    """What the exported library uses when no count is given (the affinity mask's CPUs)."""
-    return int(ctypes.CFUNCTYPE(ctypes.c_int32)(addresses()[DEFAULT_THREADS])())

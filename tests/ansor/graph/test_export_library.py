@@ -73,6 +73,31 @@ def test_files_and_symbols(resnet):
         assert "NEEDED" in out.stdout and "gomp" not in out.stdout and "NODELETE" in out.stdout, out.stdout
 
 
+def test_default_thread_count_is_the_affinity_mask(resnet):
+    """``ansor_create(path, 0)``: as many threads as CPUs the process may run on."""
+    _, d = resnet
+    code = f"""
+import ctypes, os, sys
+if len(sys.argv) > 1:
+    os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})
+lib = ctypes.CDLL({str(d / 'net.so')!r})
+lib.ansor_create.restype = ctypes.c_void_p
+lib.ansor_create.argtypes = [ctypes.c_char_p, ctypes.c_int]
+lib.ansor_get_num_threads.argtypes = [ctypes.c_void_p]
+lib.ansor_destroy.argtypes = [ctypes.c_void_p]
+lib.ansor_last_error.restype = ctypes.c_char_p
+ctx = lib.ansor_create({str(d / 'net.weights')!r}.encode(), 0)
+assert ctx, lib.ansor_last_error()
+print(lib.ansor_get_num_threads(ctx), len(os.sched_getaffinity(0)))
+lib.ansor_destroy(ctx)
+"""
+    for extra in ([], ["one-cpu"]):
+        r = subprocess.run([sys.executable, "-c", code, *extra], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        got, cpus = r.stdout.split()
+        assert got == cpus and (cpus == "1" or not extra)
+
+
 def _run_isolated(d: Path, x: np.ndarray, tmp: Path) -> dict[str, np.ndarray]:
     """The library of ``d`` run by its ``ansor_runtime.py`` in a fresh Python (``-I -S``) that
     sees only numpy and ``d``; the outputs, asserted free of ansor, llvmlite, onnx, lightgbm."""
