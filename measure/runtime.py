@@ -20,11 +20,12 @@ from typing import Iterable
 
 import llvmlite.binding as llvm
 
-from . import thread_pool
+from . import target, thread_pool
 from .target import ENV_NUM_THREADS, MAX_NUM_THREADS, num_threads, usable_cpus  # noqa: F401
 
 _LOCK = threading.Lock()
 _LOADED: dict[str, str] = {}
+_POOL_ENGINE: list = []  # the MCJIT engine owning the thread pool's code, alive for the process
 
 
 _warned_oversubscription = False
@@ -60,6 +61,17 @@ def _load_permanently(candidates: Iterable[str]) -> str | None:
     return None
 
 
+def _install_thread_pool() -> None:
+    """Compile the thread pool for this host and make ``ansor_parallel_for`` visible to every
+    kernel engine linked from now on (called once, under the lock)."""
+    mod = llvm.parse_assembly(thread_pool.pool_ir(target.host_triple(), target.data_layout(), hidden=False))
+    mod.verify()
+    engine = llvm.create_mcjit_compiler(mod, target.new_target_machine("native"))
+    engine.finalize_object()
+    _POOL_ENGINE.append(engine)
+    llvm.add_symbol(thread_pool.ENTRY, engine.get_function_address(thread_pool.ENTRY))
+
+
 def ensure_loaded() -> dict[str, str]:
     """Compile the thread pool and load libm into the JIT's symbol space (once per process);
     returns the libraries' paths."""
@@ -72,6 +84,6 @@ def ensure_loaded() -> dict[str, str]:
         libm = _load_permanently([p for p in (libm_name, "libm.so.6") if p])
         if libm is None:
             raise RuntimeError("cannot load the C math library (libm.so.6)")
-        thread_pool.install()
+        _install_thread_pool()
         _LOADED.update(m=libm)
         return _LOADED

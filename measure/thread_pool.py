@@ -20,6 +20,8 @@ How it works:
   never beyond ``nthreads - 1``, ``extent - 1`` or ``MAX_WORKERS``; a failed create just leaves
   fewer workers. Worker ``i`` owns a cache line (``slot``) holding its generation counter (the
   futex word it waits on) and its ``sleeping`` flag.
+* The caller returns once every chunk is done; it waits for workers only while they run a chunk
+  (see below), never for one that has not started.
 * Work is dynamic: the caller and the workers take chunks of ``ceil(extent / (threads *
   CHUNKS_PER_THREAD))`` iterations from the atomic counter ``next`` (``atomicrmw add``), so a
   late (preempted) thread delays the others by at most one chunk. With ``CHUNKS_PER_THREAD = 1``
@@ -42,17 +44,20 @@ How it works:
 
 Memory ordering, and why consecutive jobs never mix:
 
-* The owner writes the job (``body``, ``closure``, ``extent``, ``chunk``; plain stores), resets
-  ``next`` and sets ``pending`` to the number of workers taking part, then publishes to each of
-  them with a seq_cst ``atomicrmw add`` on its slot's generation (a release). A worker observes
-  the new generation with an acquire load, so it reads that job's fields.
-* A worker takes part in a job only when its own generation moved, and only workers ``0..n-1``
-  are published to, so a worker never looks at a job not meant for it. After its last
-  ``atomicrmw`` on ``next`` it decrements ``pending`` (seq_cst, a release: its writes through
-  ``body`` go with it); the owner returns, and releases the lock, only once it has read
-  ``pending == 0`` (an acquire). Hence every access of job k by any worker happens before the
-  owner of job k+1 rewrites the fields, ``next`` or ``pending``: no stale field can be read, and
-  a worker cannot miss a generation (job k cannot finish without it).
+* A job is joined, never assigned: ``active`` holds an ``OPEN`` bit and the number of workers
+  inside the job. The owner writes the job (``body``, ``closure``, ``extent``, ``chunk``; plain
+  stores) and resets ``next``, then opens it (``active = OPEN``, a release) and bumps the
+  generation of each worker it wants (a seq_cst ``atomicrmw add`` on the slot, waking it if it
+  sleeps). A worker whose generation moved joins with a ``cmpxchg`` of ``active`` from an open
+  value to that value + 1 (an acquire: it then reads the job's fields), or, finding it closed,
+  goes back to waiting without touching the job.
+* The owner runs chunks too; when ``next`` is exhausted it closes the job (``atomicrmw and``
+  clearing ``OPEN``, seq_cst) and waits only for the workers inside to leave (each leaves with a
+  seq_cst ``atomicrmw sub``, a release carrying its writes through ``body``), reading the count 0
+  with acquire semantics. A worker that has not joined yet (asleep, preempted) is never waited
+  for: it can no longer join. No worker is inside a closed job with count 0, so the owner of the
+  next job rewrites the fields, ``next`` and ``active`` with no reader left: no stale field is
+  ever read, and any worker may help any job it manages to join.
 * Sleeping without a lost wake-up (Dekker's pattern, all four accesses seq_cst): a waiter stores
   its flag = 1, re-reads the word, and ``FUTEX_WAIT``s only on the value it read (the kernel
   returns at once if the word changed since); a waker changes the word, then reads the flag and
@@ -61,12 +66,9 @@ Memory ordering, and why consecutive jobs never mix:
 """
 from __future__ import annotations
 
-import threading
-
 from .checks import MAX_THREADS
 
 ENTRY = "ansor_parallel_for"
-SYMBOLS = (ENTRY,)
 
 # Microseconds a waiting thread spins before it sleeps on the futex: covers the gap between two
 # kernels of a network run from Python (a few microseconds), far below libgomp's milliseconds.
@@ -85,12 +87,13 @@ _FUTEX_WAKE_PRIVATE = 1 | 128
 _CLOCK_MONOTONIC = 1
 
 # The pool's state, one block: a field per cache line where threads contend, then the slots.
-# Fields: 0 lock, 1 nworkers, 2 pid, 3 checkpid | 5 pending | 7 waiting | 9 next | 11 body,
+# Fields: 0 lock, 1 nworkers, 2 pid, 3 checkpid | 5 active | 7 waiting | 9 next | 11 body,
 # 12 closure, 13 extent, 14 chunk | 16 slots.
 _STATE = (f"%State = type {{ i32, i32, i32, i32, [12 x i32], i32, [15 x i32], i32, [15 x i32], i64, [7 x i64], "
           f"ptr, ptr, i64, i64, [4 x i64], [{MAX_WORKERS} x [16 x i32]] }}")
 _STATE_BYTES = 5 * 64 + 64 * MAX_WORKERS
 _MMAP_RW, _MMAP_PRIVATE_ANON, _MADV_WIPEONFORK = 3, 0x22, 18
+_OPEN, _COUNT = -(1 << 31), (1 << 31) - 1  # ``active``: the job open to join, and the workers in it
 
 
 def _f(st: str, field: int, *slot: str) -> str:
@@ -258,14 +261,14 @@ done:
 define internal ptr @pool.worker(ptr %arg) #0 {{
 entry:
   %st = load atomic ptr, ptr @pool.state acquire, align 8
-  %a = ptrtoint ptr %arg to i64
-  %idx = and i64 %a, 4294967295
-  %hi = lshr i64 %a, 32
+  %packed = ptrtoint ptr %arg to i64
+  %idx = and i64 %packed, 4294967295
+  %hi = lshr i64 %packed, 32
   %seen0 = trunc i64 %hi to i32
   %gen = {_f("%st", 16, "%idx", "0")}
   %flag = {_f("%st", 16, "%idx", "1")}
   %next = {_f("%st", 9)}
-  %pending = {_f("%st", 5)}
+  %active = {_f("%st", 5)}
   %waiting = {_f("%st", 7)}
   %bodyp = {_f("%st", 11)}
   %clop = {_f("%st", 12)}
@@ -276,16 +279,29 @@ idle:
   %seen = phi i32 [ %seen0, %entry ], [ %g, %done ]
   %dl = call i64 @pool.deadline()
   %g = call i32 @pool.wait_while(ptr %gen, i32 %seen, ptr %flag, i64 %dl)
+  %a0 = load atomic i32, ptr %active monotonic, align 4
+  br label %join
+join:
+  %a = phi i32 [ %a0, %idle ], [ %a2, %join2 ]
+  %open = icmp slt i32 %a, 0
+  br i1 %open, label %join2, label %done
+join2:
+  %a1 = add i32 %a, 1
+  %cx = cmpxchg ptr %active, i32 %a, i32 %a1 acquire monotonic, align 4
+  %a2 = extractvalue {{ i32, i1 }} %cx, 0
+  %joined = extractvalue {{ i32, i1 }} %cx, 1
+  br i1 %joined, label %work, label %join
+work:
   %body = load ptr, ptr %bodyp, align 8
   %clo = load ptr, ptr %clop, align 8
   %extent = load i64, ptr %extp, align 8
   %chunk = load i64, ptr %chp, align 8
   call void @pool.run_chunks(ptr %next, ptr %body, ptr %clo, i64 %extent, i64 %chunk)
-  %old = atomicrmw sub ptr %pending, i32 1 seq_cst, align 4
+  %old = atomicrmw sub ptr %active, i32 1 seq_cst, align 4
   %last = icmp eq i32 %old, 1
   br i1 %last, label %tell, label %done
 tell:
-  call void @pool.signal(ptr %pending, ptr %waiting)
+  call void @pool.signal(ptr %active, ptr %waiting)
   br label %done
 done:
   br label %idle
@@ -345,7 +361,7 @@ owned:
   %nwp = {_f("%st", 1)}
   %pidp = {_f("%st", 2)}
   %cpp = {_f("%st", 3)}
-  %pending = {_f("%st", 5)}
+  %active = {_f("%st", 5)}
   %waiting = {_f("%st", 7)}
   %cp = load atomic i32, ptr %cpp monotonic, align 4
   %check = icmp ne i32 %cp, 0
@@ -357,7 +373,7 @@ pidcheck:
   br i1 %same, label %sized, label %reset
 reset:
   store i32 0, ptr %nwp, align 4
-  store atomic i32 0, ptr %pending monotonic, align 4
+  store atomic i32 0, ptr %active monotonic, align 4
   store atomic i32 0, ptr %waiting monotonic, align 4
   store i32 %pid, ptr %pidp, align 4
   br label %sized
@@ -424,7 +440,7 @@ job:
   store i64 %chunk, ptr %chp, align 8
   %next = {_f("%st", 9)}
   store atomic i64 0, ptr %next monotonic, align 8
-  store atomic i32 %n, ptr %pending monotonic, align 4
+  store atomic i32 {_OPEN}, ptr %active release, align 4
   br label %publish
 publish:
   %j = phi i64 [ 0, %job ], [ %j1, %publish ]
@@ -437,11 +453,16 @@ publish:
   br i1 %pmore, label %publish, label %work
 work:
   call void @pool.run_chunks(ptr %next, ptr %body, ptr %clo, i64 %extent, i64 %chunk)
+  %closed = atomicrmw and ptr %active, i32 {_COUNT} seq_cst, align 4
+  %inside = and i32 %closed, {_COUNT}
+  %clear = icmp eq i32 %inside, 0
+  br i1 %clear, label %release, label %wait0
+wait0:
   %dl = call i64 @pool.deadline()
   br label %wait
 wait:
-  %left = phi i32 [ %n, %work ], [ %left1, %wait ]
-  %left1 = call i32 @pool.wait_while(ptr %pending, i32 %left, ptr %waiting, i64 %dl)
+  %left = phi i32 [ %inside, %wait0 ], [ %left1, %wait ]
+  %left1 = call i32 @pool.wait_while(ptr %active, i32 %left, ptr %waiting, i64 %dl)
   %finished = icmp eq i32 %left1, 0
   br i1 %finished, label %release, label %wait
 release:
@@ -459,38 +480,3 @@ def pool_ir(triple: str, datalayout: str, hidden: bool) -> str:
         raise RuntimeError(f"the kernel thread pool is written for Linux x86-64, not {triple}")
     head = f'; ModuleID = \'ansor_thread_pool\'\ntarget datalayout = "{datalayout}"\ntarget triple = "{triple}"\n'
     return head + _functions("hidden " if hidden else "")
-
-
-# ---- in this process (the JIT) --------------------------------------------------------------
-
-_LOCK = threading.Lock()
-_ENGINE: list = []  # the MCJIT engine that owns the pool's code, alive for the process
-_ADDRESSES: dict[str, int] = {}
-
-
-def addresses() -> dict[str, int]:
-    """The pool compiled for this host (once per process): ``{symbol: address}``."""
-    if _ADDRESSES:
-        return _ADDRESSES
-    import llvmlite.binding as llvm  # noqa: PLC0415 - LLVM only when kernels are run
-
-    from . import target  # noqa: PLC0415 - as above
-
-    with _LOCK:
-        if not _ADDRESSES:
-            mod = llvm.parse_assembly(pool_ir(target.host_triple(), target.data_layout(), hidden=False))
-            mod.verify()
-            engine = llvm.create_mcjit_compiler(mod, target.new_target_machine("native"))
-            engine.finalize_object()
-            found = {s: engine.get_function_address(s) for s in SYMBOLS}
-            _ENGINE.append(engine)
-            _ADDRESSES.update(found)
-    return _ADDRESSES
-
-
-def install() -> None:
-    """Make the pool's symbols visible to every kernel engine linked from now on."""
-    import llvmlite.binding as llvm  # noqa: PLC0415 - as above
-
-    for sym, addr in addresses().items():
-        llvm.add_symbol(sym, addr)

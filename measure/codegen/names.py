@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ..thread_pool import SYMBOLS as POOL_SYMBOLS
+from ..thread_pool import ENTRY as POOL_ENTRY
 
 NUM_THREADS_GLOBAL = "__ansor_num_threads"
 
@@ -32,7 +32,7 @@ MAX_SYMBOL_LEN = 64
 _RESERVED_SYMBOLS = frozenset({
     NUM_THREADS_GLOBAL, "aligned_alloc", "free", "malloc", "calloc", "realloc", "posix_memalign",
     "memset", "memcpy", "memmove", "memcmp", "bcmp", "bzero", "abort", "exit", "system",
-    *POOL_SYMBOLS,
+    POOL_ENTRY,
     *(f + sfx for f in ("exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "pow",
                         "sqrt", "cbrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin",
                         "acos", "atan", "atan2", "erf", "erfc", "floor", "ceil", "trunc",
