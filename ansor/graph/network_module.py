@@ -22,7 +22,7 @@ from compute import dtype as dt
 
 from .ir import GraphError, TensorType, display_name
 from .ir_types import numpy_dtype
-from .module_benchmark import benchmark_calls
+from .module_benchmark import benchmark_calls, pick_threads
 from .module_contexts import Context, ContextPool, default_limit, materialise, own_nbytes
 from .module_target import target_entry
 
@@ -152,6 +152,29 @@ class NetworkModule:
                     else buffers[b].copy() for name, b in self._outputs}
         finally:
             pool.give(ctx)
+
+    @property
+    def kernel_threads(self) -> dict[str, int]:
+        """The threads each step's kernel runs on, by step name (``pick_kernel_threads``)."""
+        return {s.name: s.kernel.num_threads for s in self._steps}
+
+    def pick_kernel_threads(self, rounds: int = 3) -> dict[str, int]:
+        """Time every kernel on one thread and on ``ANSOR_NUM_THREADS`` (on this module's
+        buffers) and keep one thread where that is clearly faster (``module_benchmark.
+        pick_threads``): a kernel of a few microseconds loses more to the hand-off to the thread
+        pool than it gains. Returns ``kernel_threads``; kept in this process only (``export``
+        and the exported library run every kernel on the module's count)."""
+        from measure.target import num_threads  # noqa: PLC0415 - LLVM: the kernels loaded it already
+
+        ctx = self._contexts.take()
+        try:
+            seen: dict[int, tuple[Any, list[int]]] = {}
+            for s, (_, ptrs) in zip(self._steps, ctx.calls):
+                seen.setdefault(id(s.kernel), (s.kernel, ptrs))
+            pick_threads(list(seen.values()), num_threads(), rounds)
+        finally:
+            self._contexts.give(ctx)
+        return self.kernel_threads
 
     def benchmark(self, repeat: int = 5, min_repeat_ms: float = 100, warmup_ms: float = 200) -> dict[str, float]:
         """Median seconds per inference (``mean``), the executor's own dispatch cost per inference

@@ -141,3 +141,27 @@ def test_contexts_share_constants_and_own_the_rest(net, monkeypatch):
         elif lib._specs[i][0] == "const":
             assert a is b  # weights are not copied per context
     assert lib.context_nbytes == sum(lib._buffers[i].nbytes for i in own)
+
+
+def test_pick_kernel_threads_keeps_one_thread_only_where_clearly_faster(monkeypatch):
+    """The rule, on canned timings: one thread must beat all of them by the margin."""
+    from ansor.graph import module_benchmark as mb
+
+    class Fake:  # a kernel whose time per call depends on its thread count
+        def __init__(self, one, two):
+            self.num_threads, self.address, self.times = 2, 0, {1: one, 2: two}
+
+    fakes = [Fake(1.0, 2.0), Fake(1.0, 1.05), Fake(3.0, 1.0)]
+    monkeypatch.setattr(mb.timer, "Timer", lambda addr, ptrs: ptrs)
+    monkeypatch.setattr(mb.timer, "time_calls", lambda run, **kw: mb.timer.Timing((run[0].times[run[0].num_threads],), 1))
+    assert mb.pick_threads([(k, [k]) for k in fakes], 2) == [1, 2, 2]
+    assert [k.num_threads for k in fakes] == [1, 2, 2]
+
+
+def test_pick_kernel_threads_on_a_network(net, monkeypatch):
+    g, xs, refs = net
+    lib = _compile(g, monkeypatch, "2")
+    chosen = lib.pick_kernel_threads(rounds=1)
+    assert set(chosen) == {s.name for s in lib._steps} and set(chosen.values()) <= {1, 2}
+    assert chosen == lib.kernel_threads
+    np.testing.assert_allclose(lib.run({"x": xs[0][0]})["softmax"], refs[0][0], rtol=1e-4, atol=1e-6)
