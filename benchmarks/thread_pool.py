@@ -4,8 +4,9 @@ its idle threads cost the rest of the process.
     python benchmarks/thread_pool.py overhead     # an almost empty 2-thread kernel: us per call
     python benchmarks/thread_pool.py split        # untuned matmul and conv: static split vs dynamic chunks
     python benchmarks/thread_pool.py interleave   # an untuned conv interleaved with numpy's matmul
+    python benchmarks/thread_pool.py kernels      # the untuned kernels of ``split`` as they are
 
-``overhead`` uses only ``measure.kernel.build_func`` and ``measure.timer``, so it also times
+``overhead``, ``kernels`` and ``interleave`` use nothing the pool added, so they also time
 another checkout: ``PYTHONPATH=/path/to/checkout python benchmarks/thread_pool.py overhead``
 (``PYTHONPATH`` comes before this script's own tree), e.g. one still running libgomp.
 ``split`` runs every setting in a fresh process (the pool is compiled once per process), the
@@ -79,10 +80,11 @@ def _untuned(name: str):
 WORKLOADS = ("matmul", "conv2d_nhwc", "conv2d_bias_relu", "dense")
 
 
-def split_one(chunks: int) -> dict:
-    from measure import thread_pool
+def split_one(chunks: int | None) -> dict:
+    if chunks is not None:
+        from measure import thread_pool
 
-    thread_pool.CHUNKS_PER_THREAD = chunks  # before the first kernel compiles the pool
+        thread_pool.CHUNKS_PER_THREAD = chunks  # before the first kernel compiles the pool
     out = {}
     for name in WORKLOADS:
         k, args, _ = _untuned(name)
@@ -132,7 +134,7 @@ def interleave(n: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=("overhead", "split", "interleave", "split-one"))
+    ap.add_argument("mode", choices=("overhead", "split", "interleave", "kernels", "split-one"))
     ap.add_argument("arg", nargs="?", type=int, help="split-one: chunks per thread (internal)")
     ap.add_argument("--rounds", type=int, default=3, help="split: alternating rounds of fresh processes")
     ap.add_argument("--n", type=int, default=600, help="interleave: numpy matmul size")
@@ -143,6 +145,8 @@ def main() -> int:
         res = split(ns.rounds)
     elif ns.mode == "split-one":
         res = split_one(ns.arg or 4)
+    elif ns.mode == "kernels":
+        res = {name: sec * 1e3 for name, sec in split_one(None).items()}
     else:
         res = interleave(ns.n)
     res_threads = os.environ.get("ANSOR_NUM_THREADS", "every CPU")
