@@ -12,8 +12,8 @@ from typing import Callable, Protocol
 from compute import expr as E
 from compute import loop_ir as L
 
-from .emitter import Emitter
 from ..thread_pool import ENTRY as POOL_ENTRY
+from .emitter import Emitter
 from .names import NUM_THREADS_GLOBAL, sanitize
 
 
