@@ -65,10 +65,13 @@ def _hammer(lib, xs, refs):
     return wrong
 
 
-@pytest.mark.parametrize("limit", [None, THREADS])
-def test_concurrent_runs_each_get_their_own_output(net, monkeypatch, limit):
+@pytest.mark.parametrize("limit, threads", [(None, "1"), (THREADS, "1"), (THREADS, "2")])
+def test_concurrent_runs_each_get_their_own_output(net, monkeypatch, limit, threads):
+    """With 2 threads per kernel, concurrent runs share the one thread pool: one run's kernel
+    owns it, the others run inline on their own thread."""
     g, xs, refs = net
-    lib = _compile(g, monkeypatch)
+    lib = _compile(g, monkeypatch, threads)
+    assert any("@ansor_parallel_for(" in s.kernel.llvm_ir for s in lib._steps)
     if limit is not None:  # every thread's run at once: the most sharing there could be
         lib.max_concurrent_runs = limit
     wrong = _hammer(lib, xs, refs)
