@@ -48,6 +48,7 @@ class Tensor:
 class Call:
     symbol: str  # a generated kernel symbol
     args: list[tuple[str, int]]  # ("arena" | "weights", byte offset)
+    one_thread: bool = False  # run on one thread whatever the context's count
 
 
 @dataclass
@@ -361,7 +362,11 @@ def _run(e: EntryPoint) -> list[str]:
                      f"i64 {t.nbytes}, i1 false)")
     for c in e.calls:
         args = ", ".join(f"ptr {at(base, off)}" for base, off in c.args)
+        if c.one_thread:
+            lines.append("  store i32 1, ptr %ntg, align 4")
         lines.append(f"  call void @{c.symbol}({args})")
+        if c.one_thread:
+            lines.append("  store i32 %nt, ptr %ntg, align 4")
     for k, t in enumerate(e.outputs):
         lines.append(f"  call void @llvm.memcpy.p0.p0.i64(ptr %o{k}, ptr align 64 {at('arena', t.offset)}, "
                      f"i64 {t.nbytes}, i1 false)")

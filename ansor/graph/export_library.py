@@ -232,7 +232,7 @@ def export_library(module: Any, path: str | os.PathLike, features: list[str] | N
             c = s.kernel.compiled
             objects_ir.append((c.name, c.llvm_ir, len(c.args)))
         k = kernels[id(s.kernel)]
-        calls.append(Call(f"__ansor_k{k}", [place[b] for b in s.args]))
+        calls.append(Call(f"__ansor_k{k}", [place[b] for b in s.args], s.one_thread))
         steps.append({"kernel": k, "args": list(s.args), "name": s.name})
     inputs = [_io(module, place, n, module._input_buffers[n]) for n in module.input_types]
     outputs = [_io(module, place, n, b) for n, b in module._outputs]

@@ -37,6 +37,7 @@ class _Step:
     args: list[int]  # buffer ids
     name: str  # subgraph name, for profiles
     transform: bool = False  # a layout transform between two groups (``layouts``)
+    one_thread: bool = False  # its kernel runs on one thread (``pick_kernel_threads``)
 
 
 class NetworkModule:
@@ -75,6 +76,9 @@ class NetworkModule:
         self._consts = dict(consts)
         self._input_buffers = input_buffers
         self._steps = steps
+        for s in steps:
+            if s.one_thread:
+                s.kernel.num_threads = 1
         first = Context(materialise(specs, consts), steps)
         self._buffers = first.buffers  # the first context's, for inspection
         for s in steps:  # check every call once, as a Kernel call would, then call raw
@@ -162,8 +166,9 @@ class NetworkModule:
         """Time every kernel on one thread and on ``ANSOR_NUM_THREADS`` (on this module's
         buffers) and keep one thread where that is clearly faster (``module_benchmark.
         pick_threads``): a kernel of a few microseconds loses more to the hand-off to the thread
-        pool than it gains. Returns ``kernel_threads``; kept in this process only (``export``
-        and the exported library run every kernel on the module's count)."""
+        pool than it gains. Returns ``kernel_threads``. ``export`` keeps the choice (a kernel
+        marked ``one_thread`` in ``module.json``), and so does the exported library (such a
+        kernel runs on one thread whatever the context's count)."""
         from measure.target import num_threads  # noqa: PLC0415 - LLVM: the kernels loaded it already
 
         ctx = self._contexts.take()
@@ -171,9 +176,12 @@ class NetworkModule:
             seen: dict[int, tuple[Any, list[int]]] = {}
             for s, (_, ptrs) in zip(self._steps, ctx.calls):
                 seen.setdefault(id(s.kernel), (s.kernel, ptrs))
-            pick_threads(list(seen.values()), num_threads(), rounds)
+            n = num_threads()
+            pick_threads(list(seen.values()), n, rounds)
         finally:
             self._contexts.give(ctx)
+        for s in self._steps:
+            s.one_thread = n > 1 and s.kernel.num_threads == 1
         return self.kernel_threads
 
     def benchmark(self, repeat: int = 5, min_repeat_ms: float = 100, warmup_ms: float = 200) -> dict[str, float]:
@@ -212,6 +220,7 @@ class NetworkModule:
             "io_dtypes": self.io_dtypes,
             "buffers": [list(sp) for sp in self._specs],
             "kernels": [{"symbol": k.compiled.name, "toolchain": k.compiled.toolchain_key,
+                         "one_thread": any(s.one_thread for s in self._steps if s.kernel is k),
                          "args": [{"name": a.name, "shape": list(a.shape), "dtype": a.dtype, "written": a.written}
                                   for a in k.compiled.args]} for k in kernel_list],
             "steps": plan,

@@ -168,3 +168,37 @@ def test_pick_kernel_threads_on_a_network(net, monkeypatch):
     assert set(chosen) == {s.name for s in lib._steps} and set(chosen.values()) <= {1, 2}
     assert chosen == lib.kernel_threads
     np.testing.assert_allclose(lib.run({"x": xs[0][0]})["softmax"], refs[0][0], rtol=1e-4, atol=1e-6)
+
+
+def test_one_thread_choice_survives_export_and_load(net, monkeypatch, tmp_path):
+    g, xs, refs = net
+    lib = _compile(g, monkeypatch, "2")
+
+    def one_faster(kernels, threads, rounds):  # as if one thread had been measured faster for all
+        for k, _ in kernels:
+            k.num_threads = 1
+        return [1] * len(kernels)
+
+    monkeypatch.setattr("ansor.graph.network_module.pick_threads", one_faster)
+    assert set(lib.pick_kernel_threads(rounds=1).values()) == {1}
+    assert all(s.one_thread for s in lib._steps)
+    lib.export(tmp_path / "mod")
+    again = ansor.load_module(tmp_path / "mod")
+    assert set(again.kernel_threads.values()) == {1} and all(s.one_thread for s in again._steps)
+    np.testing.assert_allclose(again.run({"x": xs[0][0]})["softmax"], refs[0][0], rtol=1e-4, atol=1e-6)
+    plain = _compile(g, monkeypatch, "2")  # a module nobody picked for keeps its count
+    plain.export(tmp_path / "plain")
+    assert set(ansor.load_module(tmp_path / "plain").kernel_threads.values()) == {2}
+
+
+def test_library_runs_a_one_thread_kernel_on_one_thread():
+    from ansor.graph.entry_point import Call, EntryPoint, _run
+
+    e = EntryPoint("x86_64-unknown-linux-gnu", "", 64, 64, 0, [], [],
+                   [Call("__ansor_k0", [("arena", 0)], True), Call("__ansor_k1", [("arena", 0)])],
+                   {"__ansor_k0": 1, "__ansor_k1": 1}, "{}", "")
+    body = [line.strip() for line in _run(e)]
+    k0 = next(i for i, line in enumerate(body) if "@__ansor_k0(" in line)
+    k1 = next(i for i, line in enumerate(body) if "@__ansor_k1(" in line)
+    assert body[k0 - 1] == "store i32 1, ptr %ntg, align 4" and body[k0 + 1] == "store i32 %nt, ptr %ntg, align 4"
+    assert "store" not in body[k1 - 1]
