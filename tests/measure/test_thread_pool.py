@@ -304,9 +304,10 @@ def test_idle_workers_sleep_instead_of_spinning():
     went to sleep (libgomp's spinning workers would burn a core for milliseconds). With
     ``ANSOR_SPIN_US`` longer than the pause the worker spins through it instead."""
     cpu, wall = _cpu_during_pause(None, 0.1)
-    assert cpu < 0.2 * wall, f"{cpu * 1e3:.1f} ms of CPU during a {wall * 1e3:.0f} ms pause"
+    assert cpu < 0.05 * wall, f"{cpu * 1e3:.1f} ms of CPU during a {wall * 1e3:.0f} ms pause"
+    # A spinning worker gets its share of a core even on a loaded machine (2 cores, load 9: ~20%).
     cpu, wall = _cpu_during_pause("400000", 0.1)
-    assert cpu > 0.25 * wall, f"only {cpu * 1e3:.1f} ms of CPU with a 400 ms spin over a {wall * 1e3:.0f} ms pause"
+    assert cpu > 0.08 * wall, f"only {cpu * 1e3:.1f} ms of CPU with a 400 ms spin over a {wall * 1e3:.0f} ms pause"
 
 
 # ---- kernels --------------------------------------------------------------------------------
