@@ -3,7 +3,7 @@
 For each workload of a tuning log: the best record's loop structure (the ``State``), its
 recorded time, and a summary of the generated x86 assembly - vector widths of the arithmetic
 (zmm = 16 float32 lanes, ymm = 8, xmm = 4 or scalar ``ss``), FMA and multiply counts, broadcasts,
-gathers, shuffles, spills to the stack and calls (libm, OpenMP). This is the first look when the
+gathers, shuffles, spills to the stack and calls (libm, the thread pool). This is the first look when the
 benchmark suite shows us behind a peer.
 
     python benchmarks/inspect_best.py LOG                     # every workload in the log

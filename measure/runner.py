@@ -14,17 +14,17 @@ What one measurement does, in the worker:
 2. with ``check_correctness``, the first call's outputs are compared with the numpy reference
    (computed once per workload, outside any candidate's timeout): WRONG_ANSWER on mismatch;
 3. warm-up: the kernel runs for ``warmup_ms`` (an idle vCPU here runs ~2.5x slower for the first
-   ~250 ms of work; page faults and the OpenMP pool start also land there);
+   ~250 ms of work; page faults and the thread pool's start also land there);
 4. ``repeat`` repeats of ``number`` calls, each timed in native code (``measure.timer``) so no
    Python overhead is counted; ``number`` grows until a repeat lasts ``min_repeat_ms``, as TVM's
    time_evaluator does. Before each repeat the argument buffers are optionally flushed from the
    caches (``enable_cpu_cache_flush``); ``cooldown_interval`` seconds pass between repeats.
    Steps 3 and 4 are ``measure.timer.time_calls``, the one timing loop, given these settings.
 
-``costs`` are seconds per call, one per repeat. Nothing of ours competes with the kernel's OpenMP
-threads while it is timed (libgomp's threads spin between parallel regions, and a preempted one
-stalls every barrier): the worker runs no other thread, ``measure_batch`` finishes building before
-it runs, and the tuner blocks on the worker's socket meanwhile.
+``costs`` are seconds per call, one per repeat. Nothing of ours competes with the kernel's pool
+threads (``measure.thread_pool``) while it is timed (a preempted thread delays the end of every
+parallel loop by up to a chunk): the worker runs no other thread, ``measure_batch`` finishes
+building before it runs, and the tuner blocks on the worker's socket meanwhile.
 """
 from __future__ import annotations
 
@@ -213,7 +213,7 @@ def _time(timed: Any, per_call: float | None, args: list[np.ndarray], opts: dict
 
 
 def init_runner_worker() -> None:
-    """Worker initializer: load the OpenMP runtime and LLVM, and compile the timing harness."""
+    """Worker initializer: load LLVM, the thread pool and libm, and compile the timing harness."""
     from . import runtime, target, timer  # noqa: PLC0415
     from .kernel import Kernel  # noqa: F401, PLC0415
 

@@ -1,30 +1,31 @@
-"""Process-wide runtime support for compiled kernels: the thread-count check and shared libraries.
+"""Process-wide runtime support for compiled kernels: the thread-count check, the thread pool and
+the math library.
 
 The thread count itself (``num_threads``: ``ANSOR_NUM_THREADS`` or the usable CPUs) is a fact of
 the host, read in ``measure.target`` and re-exported here for the callers that know it here.
 
-Parallel loops call into libgomp (``GOMP_parallel``, ``omp_get_thread_num``,
-``omp_get_num_threads``); float64 transcendental functions and ``frem`` call libm. Both libraries
-are loaded into the process symbol namespace once, before the first kernel is linked, so the JIT
-resolves those symbols. libgomp is the one lightgbm already links, so kernels and lightgbm share a
-single OpenMP runtime (two runtimes in one process would oversubscribe the cores).
+Parallel loops call ``ansor_parallel_for``, the persistent thread pool of ``measure.thread_pool``
+(compiled once per process, its symbols added to the JIT's); float64 transcendental functions and
+``frem`` call libm, loaded into the process symbol namespace. Both happen once, before the first
+kernel is linked, so the JIT resolves those symbols. (lightgbm still brings its own libgomp for
+its own training; kernels never call it.)
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import glob
-import os
 import threading
 import warnings
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import llvmlite.binding as llvm
 
+from . import target, thread_pool
 from .target import ENV_NUM_THREADS, MAX_NUM_THREADS, num_threads, usable_cpus  # noqa: F401
 
 _LOCK = threading.Lock()
 _LOADED: dict[str, str] = {}
+_POOL_ENGINE: list = []  # the MCJIT engine owning the thread pool's code, alive for the process
 
 
 _warned_oversubscription = False
@@ -47,26 +48,11 @@ def check_num_threads() -> int:
     return n
 
 
-def _gomp_candidates() -> Iterator[str]:
-    found = ctypes.util.find_library("gomp")
-    if found:
-        yield found
-    yield "libgomp.so.1"
-    try:  # lightgbm ships or links libgomp; its directory is the next place to look
-        import lightgbm  # noqa: PLC0415 - slow to import, so only when the system lookup failed
-
-        base = os.path.dirname(lightgbm.__file__)
-        for pattern in ("lib/libgomp*.so*", "../lightgbm.libs/libgomp*.so*", "../*.libs/libgomp*.so*"):
-            yield from sorted(glob.glob(os.path.join(base, pattern)))
-    except ImportError:
-        pass
-
-
 def _load_permanently(candidates: Iterable[str]) -> str | None:
     for path in candidates:
         try:
-            # ctypes first with RTLD_GLOBAL so an already-mapped copy (lightgbm's) is reused; then
-            # LLVM's loader, which is what makes the symbols visible to the JIT linker.
+            # ctypes first with RTLD_GLOBAL so an already-mapped copy is reused; then LLVM's
+            # loader, which is what makes the symbols visible to the JIT linker.
             ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
             llvm.load_library_permanently(path)
             return path
@@ -75,22 +61,29 @@ def _load_permanently(candidates: Iterable[str]) -> str | None:
     return None
 
 
+def _install_thread_pool() -> None:
+    """Compile the thread pool for this host and make ``ansor_parallel_for`` visible to every
+    kernel engine linked from now on (called once, under the lock)."""
+    mod = llvm.parse_assembly(thread_pool.pool_ir(target.host_triple(), target.data_layout(), hidden=False))
+    mod.verify()
+    engine = llvm.create_mcjit_compiler(mod, target.new_target_machine("native"))
+    engine.finalize_object()
+    _POOL_ENGINE.append(engine)
+    llvm.add_symbol(thread_pool.ENTRY, engine.get_function_address(thread_pool.ENTRY))
+
+
 def ensure_loaded() -> dict[str, str]:
-    """Load libgomp and libm into the JIT's symbol space (once per process); returns the paths."""
+    """Compile the thread pool and load libm into the JIT's symbol space (once per process);
+    returns the libraries' paths."""
     if _LOADED:
         return _LOADED
     with _LOCK:
         if _LOADED:
             return _LOADED
-        gomp = _load_permanently(_gomp_candidates())
-        if gomp is None:
-            raise RuntimeError(
-                "cannot load the GNU OpenMP runtime (libgomp.so.1), which parallel kernels call; "
-                "install it with your system package manager (e.g. `apt-get install libgomp1` "
-                "or `dnf install libgomp`) or reinstall lightgbm, which ships with it")
         libm_name = ctypes.util.find_library("m")
         libm = _load_permanently([p for p in (libm_name, "libm.so.6") if p])
         if libm is None:
             raise RuntimeError("cannot load the C math library (libm.so.6)")
-        _LOADED.update(gomp=gomp, m=libm)
+        _install_thread_pool()
+        _LOADED.update(m=libm)
         return _LOADED

@@ -34,8 +34,8 @@ from .targets import (Target, current_target, get_target, host_cpu_features, hos
                       host_triple, init_llvm, use_target)
 
 ENV_NUM_THREADS = "ANSOR_NUM_THREADS"
-# Kernels keep the thread count in an i32 and libgomp creates that many threads: far beyond any
-# machine's core count a value is a typo, not a setting.
+# Kernels keep the thread count in an i32 and the thread pool creates that many threads: far
+# beyond any machine's core count a value is a typo, not a setting.
 MAX_NUM_THREADS = MAX_THREADS  # one bound for the variable and the options (measure.checks)
 
 # Code generation options of every target machine (with its target's CPU and features); part

@@ -11,7 +11,7 @@ numpy and LLVM start-up is paid once, not per candidate) and gives every job a h
 * the caller never sees an exception from a job.
 
 Workers are fresh interpreters (spawned, never forked: forking a process that already runs
-libgomp's thread pool or LLVM copies locks held by threads that do not exist in the child). They
+LLVM or a BLAS thread pool copies locks held by threads that do not exist in the child). They
 ignore SIGINT, so Ctrl-C reaches only the tuner, which then shuts the pool down cleanly; they exit
 when the parent's end of the socket closes, and are killed if the tuner dies mid-job. An optional
 RLIMIT_AS caps each worker's address space so a runaway candidate fails alone instead of taking
@@ -379,7 +379,7 @@ class WorkerPool:
                     deadlines.append(w.started + self._start_timeout)
         wait_for = max(0.0, min(deadlines) - time.monotonic()) if deadlines else 0.0
         # In slices: a Ctrl-C the kernel hands to another thread of this process (a BLAS or
-        # OpenMP pool's) only sets a flag, which the main thread acts on when it runs Python
+        # kernel thread pool's) only sets a flag, which the main thread acts on when it runs Python
         # again; one long wait would hold the tuner in a hung build until its timeout.
         ready = wait(list(handles), timeout=min(wait_for, SIGNAL_SLICE))
         done: set[int] = set()

@@ -1,7 +1,7 @@
 """The timing method behind every published figure, and running one measurement in a fresh process.
 
 Method: a system is timed in a *fresh process* (leftover spinning threads of one runtime -
-libgomp's, OpenBLAS's, oneDNN's, TVM's - distort another's timing on a small machine), with the
+OpenBLAS's, oneDNN's, TVM's, libgomp's - distort another's timing on a small machine), with the
 number of threads fixed through the environment; inside, the function first runs for a warm-up
 period, then the figure is the median of ``repeat`` repeats of ``number`` calls each, ``number``
 chosen so that one repeat takes at least ``min_repeat_ms``. Callers alternate systems over

@@ -4,7 +4,7 @@ start (``ansor tune``) print next to ours.
 Timed with the benchmark suite's method (``ansor.bench.timing``): warm-up, then repeats of a
 calibrated number of calls. The quick start times it in a fresh process
 (``python -m ansor.cli.numpy_matmul N``, started by ``timing.run_fresh``) so that numpy's
-OpenBLAS threads and the kernels' libgomp threads never share a process (idle pools spin and
+OpenBLAS threads and the kernels' pool threads never share a process (idle threads that spin
 steal each other's cores).
 """
 from __future__ import annotations

@@ -10,8 +10,10 @@ allocates the arena; first refuses a CPU without the features the code needs: ``
 tensor query functions, ``ansor_metadata_json`` and ``ansor_required_features``.
 
 A context owns its arena and its thread count, so contexts are independent: each thread may run
-its own. The kernels read their OpenMP thread count from ``__ansor_num_threads``, which the
-library defines thread-local and ``ansor_run`` sets from the context before the first kernel.
+its own. The kernels read their thread count (what they ask of the library's thread pool,
+``measure.thread_pool``, linked in) from ``__ansor_num_threads``, which the library defines
+thread-local and ``ansor_run`` sets from the context before the first kernel; a context created
+with no count takes the CPUs of the process's affinity mask.
 Every string that comes from the model (tensor names, the metadata JSON) is emitted as escaped
 bytes of a constant (``_cstr``), never as an identifier; every symbol here is generated.
 """
@@ -25,6 +27,8 @@ from .cpu_check import cpu_check_ir
 ERR_BYTES = 512
 # open(2) flags and mmap(2) constants of Linux x86-64.
 _O_RDONLY_CLOEXEC = 0o2000000
+_SC_NPROCESSORS_ONLN = 84  # glibc's sysconf name
+_CPU_SET_WORDS = 16  # glibc's cpu_set_t: 1024 CPUs
 _PROT_READ, _MAP_PRIVATE, _SEEK_END = 1, 2, 2
 WEIGHTS_MAGIC = int.from_bytes(b"ANSORWT1", "little")
 WEIGHTS_HEADER = 64  # bytes: magic, total size, identity, zeros
@@ -44,6 +48,7 @@ class Tensor:
 class Call:
     symbol: str  # a generated kernel symbol
     args: list[tuple[str, int]]  # ("arena" | "weights", byte offset)
+    one_thread: bool = False  # run on one thread whatever the context's count
 
 
 @dataclass
@@ -130,7 +135,9 @@ declare void @free(ptr)
 declare ptr @strerror(i32)
 declare ptr @__errno_location()
 declare i32 @snprintf(ptr, i64, ptr, ...)
-declare i32 @omp_get_max_threads()
+declare i32 @sched_getaffinity(i32, i64, ptr)
+declare i64 @sysconf(i32)
+declare i64 @llvm.ctpop.i64(i64)
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
 declare ptr @llvm.threadlocal.address.p0(ptr)
@@ -176,6 +183,40 @@ no:
   ret i32 -1
 }}
 """
+
+
+def _default_threads() -> list[str]:
+    """``i32 @.default_threads()``: the CPUs of the process's affinity mask (``CPU_COUNT`` of
+    ``sched_getaffinity``), else the online CPUs; what a context created with no count uses."""
+    words = _CPU_SET_WORDS
+    count = ["  %c0 = add i64 0, 0"]
+    for k in range(words):
+        count += [f"  %wp{k} = getelementptr inbounds [{words} x i64], ptr %set, i64 0, i64 {k}",
+                  f"  %w{k} = load i64, ptr %wp{k}, align 8",
+                  f"  %p{k} = call i64 @llvm.ctpop.i64(i64 %w{k})",
+                  f"  %c{k + 1} = add i64 %c{k}, %p{k}"]
+    return f"""define internal i32 @.default_threads() #0 {{
+entry:
+  %set = alloca [{words} x i64], align 8
+  call void @llvm.memset.p0.i64(ptr %set, i8 0, i64 {8 * words}, i1 false)
+  %r = call i32 @sched_getaffinity(i32 0, i64 {8 * words}, ptr %set)
+  %ok = icmp eq i32 %r, 0
+  br i1 %ok, label %count, label %online
+count:
+{chr(10).join(count)}
+  %some = icmp sgt i64 %c{words}, 0
+  br i1 %some, label %clamp, label %online
+online:
+  %o = call i64 @sysconf(i32 {_SC_NPROCESSORS_ONLN})
+  br label %clamp
+clamp:
+  %v = phi i64 [ %c{words}, %count ], [ %o, %online ]
+  %one = icmp slt i64 %v, 1
+  %v1 = select i1 %one, i64 1, i64 %v
+  %n = trunc i64 %v1 to i32
+  ret i32 %n
+}}
+""".splitlines()
 
 
 def _create(e: EntryPoint) -> list[str]:
@@ -262,7 +303,7 @@ e_mem:
 init:
   call void @llvm.memset.p0.i64(ptr align 64 %a, i8 0, i64 {ar}, i1 false)
   %given = icmp sgt i32 %nthreads, 0
-  %dflt = call i32 @omp_get_max_threads()
+  %dflt = call i32 @.default_threads()
   %nt = select i1 %given, i32 %nthreads, i32 %dflt
   store ptr %a, ptr %c, align 8
   %f1 = getelementptr inbounds %Ctx, ptr %c, i32 0, i32 1
@@ -321,7 +362,11 @@ def _run(e: EntryPoint) -> list[str]:
                      f"i64 {t.nbytes}, i1 false)")
     for c in e.calls:
         args = ", ".join(f"ptr {at(base, off)}" for base, off in c.args)
+        if c.one_thread:
+            lines.append("  store i32 1, ptr %ntg, align 4")
         lines.append(f"  call void @{c.symbol}({args})")
+        if c.one_thread:
+            lines.append("  store i32 %nt, ptr %ntg, align 4")
     for k, t in enumerate(e.outputs):
         lines.append(f"  call void @llvm.memcpy.p0.p0.i64(ptr %o{k}, ptr align 64 {at('arena', t.offset)}, "
                      f"i64 {t.nbytes}, i1 false)")
@@ -333,7 +378,7 @@ def entry_point_ir(e: EntryPoint) -> str:
     """The entry points' module: LLVM IR text for ``e.triple``."""
     body = [f'target datalayout = "{e.datalayout}"', f'target triple = "{e.triple}"',
             '@.fmt.s = private unnamed_addr constant [3 x i8] c"%s\\00", align 1']
-    body += _DECLS.format(err=ERR_BYTES, wbytes=e.weights_bytes).splitlines()
+    body += _DECLS.format(err=ERR_BYTES, wbytes=e.weights_bytes).splitlines() + _default_threads()
     body += [f"declare hidden void @{sym}({', '.join(['ptr'] * nargs)})" for sym, nargs in e.kernels.items()]
     body += _create(e) + _run(e)
     body += _tensor_tables(e, "input", e.inputs) + _tensor_tables(e, "output", e.outputs)

@@ -319,7 +319,8 @@ def load_module(path: str | os.PathLike) -> NetworkModule:
                                                  target.toolchain_key(built_for), 0.0,
                                                  target=built_for.name)))
         steps = [_Step(kernels[int(s["kernel"])], [int(b) for b in s["args"]], str(s["name"]),
-                       s.get("transform", False) is True)
+                       s.get("transform", False) is True,
+                       meta["kernels"][int(s["kernel"])].get("one_thread", False) is True)
                  for s in meta["steps"]]
         for s in steps:
             if any(not 0 <= b < len(specs) for b in s.args):

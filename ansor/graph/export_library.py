@@ -11,8 +11,11 @@ and, copied from ``ansor/runtime``, ``ansor_runtime.py`` (the loader: ctypes and
 Each kernel's IR is compiled again as position-independent code (the JIT's object code is not
 linkable into a shared object), with its symbols renamed to generated ones (``__ansor_k<i>``,
 hidden) so no name from the model reaches the library's symbol table, and its thread-count
-global turned into a reference to the library's one thread-local copy. Linking: the system
-``cc``/``gcc``/``clang`` when found, else the ``ziglang`` wheel's ``python -m ziglang cc``.
+global turned into a reference to the library's one thread-local copy. The kernels' parallel
+loops run on the thread pool of ``measure.thread_pool``, compiled into the library the same way
+(its symbols hidden: each library has its own pool), so the library needs no OpenMP runtime.
+Linking: the system ``cc``/``gcc``/``clang`` when found, else the ``ziglang`` wheel's
+``python -m ziglang cc``.
 """
 from __future__ import annotations
 
@@ -122,14 +125,16 @@ def _io(module: Any, place: dict, name: str, bid: int) -> Tensor:
 
 
 def _kernel_ir(ir: str) -> str:
-    """``ir`` with the thread-count global made a reference to the library's thread-local one."""
+    """``ir`` with the thread-count global made a reference to the library's thread-local one,
+    and the thread pool's entry declared hidden (a direct call within the library)."""
     from measure.codegen import NUM_THREADS_GLOBAL  # noqa: PLC0415 - LLVM, as above
+    from measure.thread_pool import ENTRY  # noqa: PLC0415 - as above
 
     pat = re.compile(rf"^@{re.escape(NUM_THREADS_GLOBAL)} = .*$", re.M)
     out, n = pat.subn(f"@{NUM_THREADS_GLOBAL} = external hidden thread_local global i32, align 4", ir, count=1)
     if n == 0 and f"@{NUM_THREADS_GLOBAL}" in ir:  # codegen changed: its threads would not follow the context
         raise GraphError(f"export_library: a kernel uses @{NUM_THREADS_GLOBAL} without defining it on a line of its own")
-    return out
+    return out.replace(f"declare void @{ENTRY}(", f"declare hidden void @{ENTRY}(", 1)
 
 
 def _object(ir: str, rename: dict[str, str] | None, index: int) -> bytes:
@@ -174,7 +179,7 @@ def _kernel_object(ir: str, symbol: str, index: int) -> bytes:
     from measure import compile_cache  # noqa: PLC0415 - LLVM, as above
 
     data, _ = compile_cache.cached(
-        "pic-kernel-object-1", f"{symbol} {index} reloc=pic codemodel=default\n{ir}",
+        "pic-kernel-object-2", f"{symbol} {index} reloc=pic codemodel=default\n{ir}",
         lambda: _object(_kernel_ir(ir), {symbol: f"__ansor_k{index}"}, index),
         lambda b: b if b[:4] == b"\x7fELF" else None)
     return data
@@ -192,26 +197,10 @@ def find_linker() -> tuple[list[str], str]:
     return [sys.executable, "-m", "ziglang", "cc"], "ziglang (python -m ziglang cc)"
 
 
-def _gomp() -> str:
-    """libgomp for the link: the file this process loaded (kernels run on it), else ``-lgomp``."""
-    from measure import runtime  # noqa: PLC0415 - LLVM, as above
-
-    runtime.ensure_loaded()
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                path = line.split()[-1]
-                if os.path.basename(path).startswith("libgomp") and ".so" in path and os.path.isfile(path):
-                    return path
-    except OSError:
-        pass
-    return "-lgomp"
-
-
 def _link(objects: list[Path], out: Path) -> str:
     cc, desc = find_linker()
     cmd = [*cc, "-shared", "-o", str(out), *map(str, objects), f"-Wl,-soname,{out.name}",
-           "-Wl,-z,noexecstack", _gomp(), "-lm"]
+           "-Wl,-z,noexecstack", "-Wl,-z,nodelete", "-lpthread", "-lm"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         msg = (r.stderr or r.stdout).strip().splitlines()
@@ -224,7 +213,7 @@ def export_library(module: Any, path: str | os.PathLike, features: list[str] | N
     files beside it (see the module docstring); returns what was written and the linker used.
     ``features``: the CPU features recorded as required and checked at load (default
     ``required_features()``, the build machine's: the code is built for it)."""
-    from measure import target  # noqa: PLC0415 - LLVM, as above
+    from measure import target, thread_pool  # noqa: PLC0415 - LLVM, as above
     from measure.targets import get_target, use_target  # noqa: PLC0415 - LLVM, as above
 
     built_for = get_target(getattr(module, "target_name", None) or "native")
@@ -243,7 +232,7 @@ def export_library(module: Any, path: str | os.PathLike, features: list[str] | N
             c = s.kernel.compiled
             objects_ir.append((c.name, c.llvm_ir, len(c.args)))
         k = kernels[id(s.kernel)]
-        calls.append(Call(f"__ansor_k{k}", [place[b] for b in s.args]))
+        calls.append(Call(f"__ansor_k{k}", [place[b] for b in s.args], s.one_thread))
         steps.append({"kernel": k, "args": list(s.args), "name": s.name})
     inputs = [_io(module, place, n, module._input_buffers[n]) for n in module.input_types]
     outputs = [_io(module, place, n, b) for n, b in module._outputs]
@@ -272,6 +261,10 @@ def export_library(module: Any, path: str | os.PathLike, features: list[str] | N
                 objs.append(o)
             o = Path(tmp) / "entry.o"
             o.write_bytes(_object(entry_point_ir(entry), None, len(objects_ir)))
+            objs.append(o)
+            o = Path(tmp) / "pool.o"
+            o.write_bytes(_object(thread_pool.pool_ir(target.host_triple(), target.data_layout(), hidden=True),
+                                  None, len(objects_ir) + 1))
             objs.append(o)
         built = Path(tmp) / lib.name
         linker = _link(objs, built)

@@ -1,5 +1,6 @@
 """Timing a compiled network (``NetworkModule.benchmark``): an inference's time and the executor's
-own dispatch cost beside it.
+own dispatch cost beside it; and the per-kernel choice of one thread or all
+(``NetworkModule.pick_kernel_threads``).
 
 An inference is one native call of the module's call chain (``measure.call_chain``: every kernel
 called in order on precomputed pointers, no Python between kernels), timed by the native harness
@@ -10,13 +11,18 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import statistics
 from functools import lru_cache
+from typing import Any, Sequence
 
 from measure import timer
 from measure.call_chain import CallTable
 
 # Passes of the no-op chain timed for the dispatch cost (well under a microsecond each).
 DISPATCH_REPS = 2000
+# One thread is kept for a kernel only when it is this much faster than all of them: noise on a
+# shared machine must not take threads from a kernel that gains from them.
+ONE_THREAD_MARGIN = 0.10
 
 
 @lru_cache(maxsize=1)
@@ -42,3 +48,25 @@ def benchmark_table(table: CallTable, calls: list[tuple[int, list[int]]], repeat
                                 number=DISPATCH_REPS).median
     return {"mean": mean, "overhead": overhead, "overhead_share": overhead / mean if mean else 0.0,
             "kernels": len(calls)}
+
+
+def pick_threads(kernels: Sequence[tuple[Any, Sequence[int]]], threads: int, rounds: int = 3,
+                 min_repeat_ms: float = 2.0) -> list[int]:
+    """For each ``(kernel, argument pointers)``: 1 if the kernel runs faster on one thread than
+    on ``threads`` (its median over ``rounds`` alternating timings lower by ``ONE_THREAD_MARGIN``),
+    else ``threads``; each kernel's ``num_threads`` is set to its choice. Kernels too small to
+    gain from threads (a few microseconds: the pool's hand-off costs about as much) get one."""
+    chosen = []
+    for kernel, ptrs in kernels:
+        run = timer.Timer(kernel.address, ptrs)
+        times: dict[int, list[float]] = {1: [], threads: []}
+        for _ in range(max(1, rounds)):
+            for n in times:
+                kernel.num_threads = n
+                times[n].append(timer.time_calls(run, repeat=1, min_repeat_ms=min_repeat_ms,
+                                                 warmup_s=min_repeat_ms / 2e3).median)
+        one, many = statistics.median(times[1]), statistics.median(times[threads])
+        best = 1 if threads > 1 and one < many * (1 - ONE_THREAD_MARGIN) else threads
+        kernel.num_threads = best
+        chosen.append(best)
+    return chosen

@@ -10,9 +10,10 @@ memory) and the per-call cost is a lock-free queue get and put.
 The pool is bounded: ``limit`` contexts at most, made lazily as concurrent runs need them; a run
 that finds all of them busy waits (asleep) for one to come back. The bound is the number of runs
 allowed to execute at once (``NetworkModule.max_concurrent_runs``, by default ``default_limit``):
-every kernel opens an OpenMP team of its own thread count, so runs beyond what the cores hold
-would only time-share them, each team's barriers waiting on members another team descheduled.
-Bounded, each run executes as a lone run would, and the memory spent on contexts is bounded too.
+a parallel kernel runs on its thread count of the process's thread pool (``measure.thread_pool``;
+one caller at a time, a kernel finding it busy runs on its own thread alone), so runs beyond what
+the cores hold would only time-share them. Bounded, each run executes as a lone run would, and
+the memory spent on contexts is bounded too.
 """
 from __future__ import annotations
 
@@ -80,9 +81,9 @@ def own_nbytes(specs: list[tuple]) -> int:
 
 
 def default_limit(kernels: Iterable[Any]) -> int:
-    """Concurrent runs that fit the cores without oversubscribing them: every kernel runs an
-    OpenMP team of its ``num_threads`` (``ANSOR_NUM_THREADS`` when it was loaded, else every
-    usable CPU), so ``max(1, usable CPUs // the largest team)``."""
+    """Concurrent runs that fit the cores without oversubscribing them: every kernel runs on
+    its ``num_threads`` (``ANSOR_NUM_THREADS`` when it was loaded, else every usable CPU), so
+    ``max(1, usable CPUs // the largest count)``."""
     from measure.target import usable_cpus  # noqa: PLC0415 - LLVM: the kernels loaded it already
 
     per_run = max((k.num_threads for k in kernels), default=1)

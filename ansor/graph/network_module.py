@@ -22,7 +22,7 @@ from compute import dtype as dt
 
 from .ir import GraphError, TensorType, display_name
 from .ir_types import numpy_dtype
-from .module_benchmark import benchmark_table
+from .module_benchmark import benchmark_table, pick_threads
 from .module_contexts import Context, ContextPool, default_limit, materialise, own_nbytes
 from .module_target import target_entry
 
@@ -37,6 +37,7 @@ class _Step:
     args: list[int]  # buffer ids
     name: str  # subgraph name, for profiles
     transform: bool = False  # a layout transform between two groups (``layouts``)
+    one_thread: bool = False  # its kernel runs on one thread (``pick_kernel_threads``)
 
 
 class NetworkModule:
@@ -48,9 +49,11 @@ class NetworkModule:
     takes a context from a pool: its own inputs, intermediates and outputs (``context_nbytes``
     each), constants shared read-only. At most ``max_concurrent_runs`` (settable) runs execute
     at once, others wait for a context: by default ``max(1, usable CPUs // kernel threads)``, as
-    every kernel runs an OpenMP team of ``ANSOR_NUM_THREADS`` (default: every CPU) threads (the
-    count it passes to ``GOMP_parallel``, fixed when it loads), so runs never oversubscribe the
-    cores: by default one run at a time on all cores, with ``ANSOR_NUM_THREADS=1`` one per core.
+    every parallel kernel asks the process's thread pool (``measure.thread_pool``) for
+    ``ANSOR_NUM_THREADS`` (default: every CPU) threads (fixed when it loads; a kernel that finds
+    the pool busy with another run's kernel runs on its own thread alone), so runs do not
+    oversubscribe the cores: by default one run at a time on all cores, with
+    ``ANSOR_NUM_THREADS=1`` one per core.
     The pool grows lazily to that bound, so contexts take at most ``max_concurrent_runs *
     context_nbytes``; one thread reuses one context, taken for ~0.2 us a call. Measured on 2
     cores shared with other jobs (load 7-9), 8 threads x 5 calls of resnet-18 at 32x32, 2-thread
@@ -73,6 +76,9 @@ class NetworkModule:
         self._consts = dict(consts)
         self._input_buffers = input_buffers
         self._steps = steps
+        for s in steps:
+            if s.one_thread:
+                s.kernel.num_threads = 1
         first = Context(materialise(specs, consts), steps)
         self._buffers = first.buffers  # the first context's, for inspection
         for s in steps:  # check every call once, as a Kernel call would, then call raw
@@ -151,6 +157,33 @@ class NetworkModule:
         finally:
             pool.give(ctx)
 
+    @property
+    def kernel_threads(self) -> dict[str, int]:
+        """The threads each step's kernel runs on, by step name (``pick_kernel_threads``)."""
+        return {s.name: s.kernel.num_threads for s in self._steps}
+
+    def pick_kernel_threads(self, rounds: int = 3) -> dict[str, int]:
+        """Time every kernel on one thread and on ``ANSOR_NUM_THREADS`` (on this module's
+        buffers) and keep one thread where that is clearly faster (``module_benchmark.
+        pick_threads``): a kernel of a few microseconds loses more to the hand-off to the thread
+        pool than it gains. Returns ``kernel_threads``. ``export`` keeps the choice (a kernel
+        marked ``one_thread`` in ``module.json``), and so does the exported library (such a
+        kernel runs on one thread whatever the context's count)."""
+        from measure.target import num_threads  # noqa: PLC0415 - LLVM: the kernels loaded it already
+
+        ctx = self._contexts.take()
+        try:
+            seen: dict[int, tuple[Any, list[int]]] = {}
+            for s, (_, ptrs) in zip(self._steps, ctx.calls):
+                seen.setdefault(id(s.kernel), (s.kernel, ptrs))
+            n = num_threads()
+            pick_threads(list(seen.values()), n, rounds)
+        finally:
+            self._contexts.give(ctx)
+        for s in self._steps:
+            s.one_thread = n > 1 and s.kernel.num_threads == 1
+        return self.kernel_threads
+
     def benchmark(self, repeat: int = 5, min_repeat_ms: float = 100, warmup_ms: float = 200) -> dict[str, float]:
         """Median seconds per inference (``mean``), the executor's own dispatch cost per inference
         (``overhead``: the same loop of calls with a native no-op in place of each kernel) and its
@@ -203,6 +236,7 @@ class NetworkModule:
             "io_dtypes": self.io_dtypes,
             "buffers": [list(sp) for sp in self._specs],
             "kernels": [{"symbol": k.compiled.name, "toolchain": k.compiled.toolchain_key,
+                         "one_thread": any(s.one_thread for s in self._steps if s.kernel is k),
                          "args": [{"name": a.name, "shape": list(a.shape), "dtype": a.dtype, "written": a.written}
                                   for a in k.compiled.args]} for k in kernel_list],
             "steps": plan,

@@ -14,8 +14,9 @@
 extern "C" {
 #endif
 
-/* Maps the weights file (net.weights) and allocates the buffers; num_threads <= 0: OpenMP's
- * default (OMP_NUM_THREADS, else every CPU). NULL on failure: see ansor_last_error(). */
+/* Maps the weights file (net.weights) and allocates the buffers; num_threads: the threads a
+ * parallel kernel runs on (the library's own pool), <= 0: the CPUs this process may run on
+ * (sched_getaffinity). NULL on failure: see ansor_last_error(). */
 void* ansor_create(const char* weights_path, int num_threads);
 /* Runs the network: inputs[i] is read, outputs[i] written (ansor_*_nbytes(i) bytes each).
  * 0 on success, -1 on a NULL argument (see ansor_last_error()). */

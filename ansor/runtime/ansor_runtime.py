@@ -12,8 +12,9 @@ Before the library is loaded, the CPU features its code needs (``net.json``'s
 ``required_features`` and the library's own list) are checked against /proc/cpuinfo: a missing
 one is refused with one line instead of an illegal instruction. ``run`` is safe from many
 threads: each call takes a context (the library's buffers) from a pool and returns it, so
-concurrent calls never share buffers; each context runs its kernels on ``num_threads`` OpenMP
-threads (threads x num_threads should not exceed the cores).
+concurrent calls never share buffers; a parallel kernel runs on ``num_threads`` threads of the
+library's one thread pool, and a kernel that finds the pool busy with another call's kernel runs
+on its calling thread alone, so concurrent calls never oversubscribe the cores.
 """
 from __future__ import annotations
 
@@ -232,5 +233,5 @@ class Network:
 
 def load(path: str, num_threads: int | None = None) -> Network:
     """Load the library ``path`` (``net.so``, with ``net.json`` and its weights beside it).
-    ``num_threads``: OpenMP threads per run (default ``$ANSOR_NUM_THREADS``, else the usable CPUs)."""
+    ``num_threads``: threads per parallel kernel (default ``$ANSOR_NUM_THREADS``, else the usable CPUs)."""
     return Network(path, num_threads)

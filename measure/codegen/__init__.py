@@ -25,9 +25,10 @@ Design, in short:
   correctness first; LLVM's O3 loop vectoriser still gets its chance.
 - ``unrolled`` loops carry ``llvm.loop.unroll.full``; ``serial`` ones are plain counted loops.
 - ``parallel`` loops are outlined into an internal function taking every live buffer pointer
-  (``noalias``) and loop-variable value plus ``[begin, end)``; a trampoline unpacks a closure,
-  picks its static chunk from ``omp_get_thread_num``/``omp_get_num_threads`` and calls it; the
-  caller runs ``GOMP_parallel(tramp, closure, @__ansor_num_threads, 0)``.
+  (``noalias``) and loop-variable value plus ``[begin, end)``; a trampoline ``(closure, begin,
+  end)`` unpacks a closure and calls it; the caller runs ``ansor_parallel_for(tramp, closure,
+  extent, @__ansor_num_threads)``, the persistent thread pool of ``measure.thread_pool``, which
+  hands chunks of the range to its threads dynamically.
 - ``Allocate``: buffers up to 64 KiB become entry-block allocas of the enclosing function (so
   SROA/mem2reg can keep small accumulators in registers, and each parallel worker gets its own);
   larger ones are heap workspaces taken at function entry and given back at the exit (a padded
@@ -45,7 +46,7 @@ text: header, declarations, globals, metadata), ``values`` (SSA values, LLVM typ
 coefficients), ``expr`` (expressions), ``arith`` (floor division/modulo), ``cast`` (dtype
 conversions), ``memory`` (loads, stores, masks, gathers), ``guarded_select`` (selects whose arms
 load), ``loops`` (counted loops), ``stmt`` (statements), ``vectorize``, ``parallel`` (outlining,
-trampolines, libgomp), ``unroll`` (the unrolling limit), ``function`` (the wiring and
+trampolines, the pool's call), ``unroll`` (the unrolling limit), ``function`` (the wiring and
 ``codegen``). Each concept is an object handed the emitter and the collaborators it uses, never
 a base class: ``function.statements`` builds them for one function.
 """

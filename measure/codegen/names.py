@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from ..thread_pool import ENTRY as POOL_ENTRY
+
 NUM_THREADS_GLOBAL = "__ansor_num_threads"
 
 
@@ -23,13 +25,14 @@ def sanitize(name: str) -> str:
 # Value and label names carry a loop's name only as a readable hint; the counter makes them unique.
 MAX_HINT_LEN = 32
 MAX_SYMBOL_LEN = 64
-# Symbols the module itself declares or defines, and C library functions LLVM may emit calls to
-# (memset for a zeroing loop, libm for math): a kernel named like one of them would clash with
-# that declaration or be called in its place.
+# Symbols the module itself declares or defines, the thread pool's (measure.thread_pool), and C
+# library functions LLVM may emit calls to (memset for a zeroing loop, libm for math): a kernel
+# named like one of them would clash with that declaration or be called in its place. OpenMP's
+# names stay reserved: lightgbm loads libgomp into the same process.
 _RESERVED_SYMBOLS = frozenset({
     NUM_THREADS_GLOBAL, "aligned_alloc", "free", "malloc", "calloc", "realloc", "posix_memalign",
     "memset", "memcpy", "memmove", "memcmp", "bcmp", "bzero", "abort", "exit", "system",
-    "GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads",
+    POOL_ENTRY,
     *(f + sfx for f in ("exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "pow",
                         "sqrt", "cbrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin",
                         "acos", "atan", "atan2", "erf", "erfc", "floor", "ceil", "trunc",

@@ -1,6 +1,7 @@
 """Parallel loops: the body outlined into an internal function of buffer pointers, loop
-variables and ``[begin, end)``, a trampoline that unpacks the closure and takes its static chunk,
-and the ``GOMP_parallel`` call (libgomp) in the caller.
+variables and ``[begin, end)``, a trampoline ``(closure, begin, end)`` that unpacks the closure
+and calls it, and the call of the thread pool's ``ansor_parallel_for`` (``measure.thread_pool``)
+in the caller, which runs the trampoline on chunks of the range in its threads.
 
 The outlined body is a new function with its own emitters: the outliner is handed a factory
 (``NewBody``) that wires them around a new ``Emitter``, so it depends on no statement emitter."""
@@ -11,6 +12,7 @@ from typing import Callable, Protocol
 from compute import expr as E
 from compute import loop_ir as L
 
+from ..thread_pool import ENTRY as POOL_ENTRY
 from .emitter import Emitter
 from .names import NUM_THREADS_GLOBAL, sanitize
 
@@ -33,7 +35,7 @@ class ParallelOutliner:
         self.new_body = new_body
 
     def outline(self, loop: L.For) -> None:
-        """``loop`` as an internal function run by libgomp's threads, each on a static chunk."""
+        """``loop`` as an internal function run by the thread pool's threads on chunks of its range."""
         fn = self.fn
         if fn.in_parallel:
             raise ValueError(f"nested parallel loop `{loop.var.name}`: a parallel loop may not contain "
@@ -44,10 +46,7 @@ class ParallelOutliner:
         tramp_sym = f"@{sanitize(mod.name)}.par{k}.tramp"
         bufs = list(fn.buffers.values())
         vars_ = list(fn.env.values())
-        for sym, decl in (("GOMP_parallel", "declare void @GOMP_parallel(ptr, ptr, i32, i32) nounwind"),
-                          ("omp_get_thread_num", "declare i32 @omp_get_thread_num() nounwind"),
-                          ("omp_get_num_threads", "declare i32 @omp_get_num_threads() nounwind")):
-            mod.declare(sym, decl)
+        mod.declare(POOL_ENTRY, f"declare void @{POOL_ENTRY}(ptr, ptr, i64, i32) nounwind")
 
         # The body: noalias pointers (distinct allocations), so the inliner turns them into
         # scoped alias metadata and the loop inside keeps its alias information.
@@ -78,25 +77,10 @@ class ParallelOutliner:
             t.append(f"  %s{i} = getelementptr inbounds [{nslots} x i64], ptr %clo, i64 0, i64 {i}")
             t.append(f"  %p{i} = load i64, ptr %s{i}, align 8")
             args.append(f"i64 %p{i}")
-        ext = loop.extent
-        t += ["  %tid32 = call i32 @omp_get_thread_num()",
-              "  %nt32 = call i32 @omp_get_num_threads()",
-              "  %tid = sext i32 %tid32 to i64",
-              "  %nt = sext i32 %nt32 to i64",
-              f"  %ntm1 = add nsw i64 %nt, {ext - 1}",
-              "  %chunk = sdiv i64 %ntm1, %nt",  # ceil(extent / nt)
-              "  %begin = mul nsw i64 %tid, %chunk",
-              "  %end0 = add nsw i64 %begin, %chunk",
-              f"  %end = call i64 @llvm.smin.i64(i64 %end0, i64 {ext})",
-              "  %any = icmp slt i64 %begin, %end",
-              "  br i1 %any, label %run, label %done",
-              "run:",
-              f"  call void {body_sym}({', '.join(args + ['i64 %begin', 'i64 %end'])})",
-              "  br label %done",
-              "done:",
+        t += [f"  call void {body_sym}({', '.join(args + ['i64 %begin', 'i64 %end'])})",
               "  ret void",
               "}", ""]
-        mod.functions.append(f"define internal void {tramp_sym}(ptr %clo) {mod.attr_group} {{\n"
+        mod.functions.append(f"define internal void {tramp_sym}(ptr %clo, i64 %begin, i64 %end) {mod.attr_group} {{\n"
                              "entry:\n" + "\n".join(t))
 
         clo = f"%clo{k}"
@@ -108,4 +92,4 @@ class ParallelOutliner:
             slot = fn.ins(f"getelementptr inbounds [{nslots} x i64], ptr {clo}, i64 0, i64 {len(bufs) + j}")
             fn.do(f"store i64 {ref}, ptr {slot}, align 8")
         nt = fn.ins(f"load i32, ptr @{NUM_THREADS_GLOBAL}, align 4")
-        fn.do(f"call void @GOMP_parallel(ptr {tramp_sym}, ptr {clo}, i32 {nt}, i32 0)")
+        fn.do(f"call void @{POOL_ENTRY}(ptr {tramp_sym}, ptr {clo}, i64 {loop.extent}, i32 {nt})")

@@ -67,7 +67,7 @@ def test_hostile_names_in_every_loop_kind_stay_out_of_the_ir(name):
     )
     k = build_func(L.PrimFunc(name, (A, Out), body))
     ir = k.llvm_ir
-    assert "scalar fallback" in ir and "GOMP_parallel" in ir
+    assert "scalar fallback" in ir and "@ansor_parallel_for(" in ir
     for frag in _raw_fragments(name):
         assert frag not in ir
     assert "@abort" not in ir
@@ -84,7 +84,8 @@ def test_hostile_names_in_every_loop_kind_stay_out_of_the_ir(name):
 @pytest.mark.parametrize("name, symbol", [
     ("free", "kernel_free"), ("erf", "kernel_erf"), ("memset", "kernel_memset"),
     ("llvm.foo", "kernel_llvm.foo"), ("__ansor_num_threads", "kernel___ansor_num_threads"),
-    ("GOMP_parallel", "kernel_GOMP_parallel"), ("my-kernel 1", "my_kernel_1"),
+    ("GOMP_parallel", "kernel_GOMP_parallel"), ("ansor_parallel_for", "kernel_ansor_parallel_for"),
+    ("my-kernel 1", "my_kernel_1"),
     ("matmul", "matmul"), ("x" * 500, "x" * 64),
 ])
 def test_kernel_symbol_avoids_runtime_symbols(name, symbol):

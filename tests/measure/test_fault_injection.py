@@ -23,9 +23,9 @@ FAULTY_BUILD = "tests.measure.faults:faulty_build"
 
 @pytest.fixture(autouse=True)
 def one_thread(monkeypatch):
-    # A 2-thread OpenMP kernel on a machine someone else is loading waits a scheduler slice at
-    # every barrier whose other thread was preempted: 100x slower, and the normal candidates
-    # would time out. One thread keeps these tests about faults, not about load.
+    # A 2-thread kernel on a machine someone else is loading can wait for a preempted thread's
+    # last chunk, and the normal candidates could time out. One thread keeps these tests about
+    # faults, not about load.
     monkeypatch.setenv("ANSOR_NUM_THREADS", "1")
 
 

@@ -64,6 +64,38 @@ def test_files_and_symbols(resnet):
     if out.returncode == 0:
         names = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
         assert names and all(n.startswith("ansor_") for n in names), names
+    # Parallel loops run on the library's own thread pool: no OpenMP runtime is needed.
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(d / "net.so")], capture_output=True, text=True)
+    if out.returncode == 0:
+        assert not [n for n in out.stdout.split() if "omp" in n.lower()], out.stdout
+    out = subprocess.run(["readelf", "-d", str(d / "net.so")], capture_output=True, text=True)
+    if out.returncode == 0:
+        assert "NEEDED" in out.stdout and "gomp" not in out.stdout and "NODELETE" in out.stdout, out.stdout
+
+
+def test_default_thread_count_is_the_affinity_mask(resnet):
+    """``ansor_create(path, 0)``: as many threads as CPUs the process may run on."""
+    _, d = resnet
+    code = f"""
+import ctypes, os, sys
+if len(sys.argv) > 1:
+    os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})
+lib = ctypes.CDLL({str(d / 'net.so')!r})
+lib.ansor_create.restype = ctypes.c_void_p
+lib.ansor_create.argtypes = [ctypes.c_char_p, ctypes.c_int]
+lib.ansor_get_num_threads.argtypes = [ctypes.c_void_p]
+lib.ansor_destroy.argtypes = [ctypes.c_void_p]
+lib.ansor_last_error.restype = ctypes.c_char_p
+ctx = lib.ansor_create({str(d / 'net.weights')!r}.encode(), 0)
+assert ctx, lib.ansor_last_error()
+print(lib.ansor_get_num_threads(ctx), len(os.sched_getaffinity(0)))
+lib.ansor_destroy(ctx)
+"""
+    for extra in ([], ["one-cpu"]):
+        r = subprocess.run([sys.executable, "-c", code, *extra], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        got, cpus = r.stdout.split()
+        assert got == cpus and (cpus == "1" or not extra)
 
 
 def _run_isolated(d: Path, x: np.ndarray, tmp: Path) -> dict[str, np.ndarray]:
@@ -164,9 +196,10 @@ def test_missing_cpu_feature_and_bad_files_refused(resnet, tmp_path):
         rt.load(str(tmp_path / "net.so"))
 
 
-def test_run_checks_inputs_and_is_thread_safe(resnet):
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_run_checks_inputs_and_is_thread_safe(resnet, num_threads):
     lib, d = resnet
-    m = _runtime(d).load(str(d / "net.so"), num_threads=1)
+    m = _runtime(d).load(str(d / "net.so"), num_threads=num_threads)
     with pytest.raises(ValueError, match=r"input 'data': expected shape \[1, 32, 32, 3\], got \[1, 32, 32\]"):
         m.run({"data": np.zeros((1, 32, 32), np.float32)})
     with pytest.raises(ValueError, match="expected dtype float32, got float64"):
@@ -183,11 +216,12 @@ def test_run_checks_inputs_and_is_thread_safe(resnet):
             if not np.allclose(m.run({"data": xs[i]})["fc_bias"], want[i], rtol=1e-5, atol=1e-5):
                 bad.append((t, k))
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    threads = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(4)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a run hung"
     assert not bad
     m.close()
     with pytest.raises(ValueError, match="after close"):

@@ -1,7 +1,7 @@
 """``NetworkModule.run`` from many threads (issue 43 item 3): every concurrent call gets the
 output of its own input (each run has its own buffers: a context from the module's pool), a
 loaded module is as safe, and no more runs execute at once than the module's concurrency limit
-(its kernels' OpenMP teams would otherwise fight for the cores)."""
+(its kernels' threads would otherwise fight for the cores)."""
 import threading
 
 import numpy as np
@@ -35,7 +35,7 @@ def net():
 
 
 def _compile(g, monkeypatch, threads="1"):
-    # One OpenMP thread per kernel (kernels read the count when loaded): on a small machine the
+    # One thread per kernel (kernels read the count when loaded): on a small machine the
     # default limit then still lets runs overlap, which is what this test is about.
     monkeypatch.setenv("ANSOR_NUM_THREADS", threads)
     return ansor.compile_network(g, verbose=False)
@@ -65,10 +65,13 @@ def _hammer(lib, xs, refs):
     return wrong
 
 
-@pytest.mark.parametrize("limit", [None, THREADS])
-def test_concurrent_runs_each_get_their_own_output(net, monkeypatch, limit):
+@pytest.mark.parametrize("limit, threads", [(None, "1"), (THREADS, "1"), (THREADS, "2")])
+def test_concurrent_runs_each_get_their_own_output(net, monkeypatch, limit, threads):
+    """With 2 threads per kernel, concurrent runs share the one thread pool: one run's kernel
+    owns it, the others run inline on their own thread."""
     g, xs, refs = net
-    lib = _compile(g, monkeypatch)
+    lib = _compile(g, monkeypatch, threads)
+    assert any("@ansor_parallel_for(" in s.kernel.llvm_ir for s in lib._steps)
     if limit is not None:  # every thread's run at once: the most sharing there could be
         lib.max_concurrent_runs = limit
     wrong = _hammer(lib, xs, refs)
@@ -152,3 +155,61 @@ def test_profile_times_every_kernel_inside_the_network(net, monkeypatch):
     assert [p["symbol"] for p in prof] == [s.kernel.compiled.name for s in module._steps]
     # profiling runs the network: a run afterwards still answers its own input
     np.testing.assert_allclose(module.run({"x": xs[0][0]})["softmax"], refs[0][0], rtol=1e-4, atol=1e-6)
+
+
+def test_pick_kernel_threads_keeps_one_thread_only_where_clearly_faster(monkeypatch):
+    """The rule, on canned timings: one thread must beat all of them by the margin."""
+    from ansor.graph import module_benchmark as mb
+
+    class Fake:  # a kernel whose time per call depends on its thread count
+        def __init__(self, one, two):
+            self.num_threads, self.address, self.times = 2, 0, {1: one, 2: two}
+
+    fakes = [Fake(1.0, 2.0), Fake(1.0, 1.05), Fake(3.0, 1.0)]
+    monkeypatch.setattr(mb.timer, "Timer", lambda addr, ptrs: ptrs)
+    monkeypatch.setattr(mb.timer, "time_calls", lambda run, **kw: mb.timer.Timing((run[0].times[run[0].num_threads],), 1))
+    assert mb.pick_threads([(k, [k]) for k in fakes], 2) == [1, 2, 2]
+    assert [k.num_threads for k in fakes] == [1, 2, 2]
+
+
+def test_pick_kernel_threads_on_a_network(net, monkeypatch):
+    g, xs, refs = net
+    lib = _compile(g, monkeypatch, "2")
+    chosen = lib.pick_kernel_threads(rounds=1)
+    assert set(chosen) == {s.name for s in lib._steps} and set(chosen.values()) <= {1, 2}
+    assert chosen == lib.kernel_threads
+    np.testing.assert_allclose(lib.run({"x": xs[0][0]})["softmax"], refs[0][0], rtol=1e-4, atol=1e-6)
+
+
+def test_one_thread_choice_survives_export_and_load(net, monkeypatch, tmp_path):
+    g, xs, refs = net
+    lib = _compile(g, monkeypatch, "2")
+
+    def one_faster(kernels, threads, rounds):  # as if one thread had been measured faster for all
+        for k, _ in kernels:
+            k.num_threads = 1
+        return [1] * len(kernels)
+
+    monkeypatch.setattr("ansor.graph.network_module.pick_threads", one_faster)
+    assert set(lib.pick_kernel_threads(rounds=1).values()) == {1}
+    assert all(s.one_thread for s in lib._steps)
+    lib.export(tmp_path / "mod")
+    again = ansor.load_module(tmp_path / "mod")
+    assert set(again.kernel_threads.values()) == {1} and all(s.one_thread for s in again._steps)
+    np.testing.assert_allclose(again.run({"x": xs[0][0]})["softmax"], refs[0][0], rtol=1e-4, atol=1e-6)
+    plain = _compile(g, monkeypatch, "2")  # a module nobody picked for keeps its count
+    plain.export(tmp_path / "plain")
+    assert set(ansor.load_module(tmp_path / "plain").kernel_threads.values()) == {2}
+
+
+def test_library_runs_a_one_thread_kernel_on_one_thread():
+    from ansor.graph.entry_point import Call, EntryPoint, _run
+
+    e = EntryPoint("x86_64-unknown-linux-gnu", "", 64, 64, 0, [], [],
+                   [Call("__ansor_k0", [("arena", 0)], True), Call("__ansor_k1", [("arena", 0)])],
+                   {"__ansor_k0": 1, "__ansor_k1": 1}, "{}", "")
+    body = [line.strip() for line in _run(e)]
+    k0 = next(i for i, line in enumerate(body) if "@__ansor_k0(" in line)
+    k1 = next(i for i, line in enumerate(body) if "@__ansor_k1(" in line)
+    assert body[k0 - 1] == "store i32 1, ptr %ntg, align 4" and body[k0 + 1] == "store i32 %nt, ptr %ntg, align 4"
+    assert "store" not in body[k1 - 1]
