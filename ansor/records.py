@@ -114,6 +114,8 @@ def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
     warning naming the CPU it was measured on. Only records built for the task's target
     (``SearchTask(..., target=...)``; for a workload key, the current target: ``native`` unless
     in a ``measure.targets.use_target`` block) compete; others are ignored with a warning.
+    Costs timed cold (``ansor network tune``'s default) and warm never compete: the cold records
+    decide, the warm ones when no cold one replays (``task_records.find_bests``).
     Streams, and replays only the winner.
     """
     path = os.fspath(path)
@@ -126,10 +128,11 @@ def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
 
 
 
-def best_records(path: str | os.PathLike, tasks: Sequence[SearchTask], target_key: str | None = None
-                 ) -> list[tuple[MeasureInput, MeasureResult] | None]:
+def best_records(path: str | os.PathLike, tasks: Sequence[SearchTask], target_key: str | None = None,
+                 cache: str | None = None) -> list[tuple[MeasureInput, MeasureResult] | None]:
     """``best_record(path, task)`` of each of ``tasks`` (in order), reading the log once: what a
-    network compile asks for its tasks."""
+    network compile asks for its tasks. ``cache``: the timing mode whose records decide first
+    (default cold, then warm: ``task_records.find_bests``)."""
     path = os.fspath(path)
     by_key = {t.workload_key: t for t in tasks}
     names = {t.target_name for t in tasks}
@@ -137,7 +140,8 @@ def best_records(path: str | os.PathLike, tasks: Sequence[SearchTask], target_ke
         raise ValueError(f"best_records: the tasks are for several targets ({', '.join(sorted(names))}); "
                          "ask for each target's tasks apart")
     return find_bests(path, [t.workload_key for t in tasks], lambda line: by_key[line.workload_key],
-                      LineWarner(path), target_key, target=names.pop() if names else None)
+                      LineWarner(path), target_key, target=names.pop() if names else None,
+                      cache=cache)
 
 @dataclass(frozen=True)
 class DistillReport:
@@ -172,8 +176,8 @@ class DistillReport:
 
 def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = None,
             top_k: int = 1, *, in_place: bool = False) -> DistillReport:
-    """Write the ``top_k`` best valid schedules of every workload (per toolchain) that replay to
-    ``out_path``; the report says how many were written and what was dropped, and why.
+    """Write the ``top_k`` best valid schedules of every workload (per toolchain and timing
+    mode) that replay to ``out_path``; the report says how many were written and what was dropped, and why.
 
     A record is kept only if its task can be rebuilt and its steps replay on it, so a record
     that cannot be applied never displaces good ones; the records of a workload this process
@@ -219,8 +223,9 @@ def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = Non
                 failed += 1
             yield line
 
+    # Per timing mode too: a warm cost does not rank against a cold one; each keeps its top_k.
     groups = pool_schedules(counted(iter_lines(in_path, warner)),
-                            lambda ln: (ln.workload_key, ln.target_key), keep_raw=True)
+                            lambda ln: (ln.workload_key, ln.target_key, ln.result.cache), keep_raw=True)
     # Best first by pooled cost; a schedule is replayed when it would take a place, and one that
     # does not replay (or whose task cannot be rebuilt) never takes one.
     chunks: list[bytes] = []

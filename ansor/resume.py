@@ -7,8 +7,10 @@ forget what it learned. From each log (the run's own ``log_file``, and a schedul
 ``ProgramMeasurer`` (so nothing is measured again, and the best schedules and costs start from the
 log's) and the cost model is retrained on them once (``restore``). The scheduler also rebuilds
 each task's per-round best-cost history for its backward gradient (``restore_history``). Other
-workloads' records are not even rebuilt; records timed on another CPU or toolchain are counted
-and ignored (their costs do not compare with ours).
+workloads' records are not even rebuilt; records timed on another CPU or toolchain, or in the
+other timing mode (warm or cold, ``measure.runner``: a run resumes with its runner's mode), are
+counted and ignored (their costs do not compare with ours; a schedule so ignored may be measured
+again, in this run's mode).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from measure.measure import MeasureInput, MeasureResult
+from measure.measure import COLD, WARM, MeasureInput, MeasureResult
 from measure.record import LineWarner, iter_lines, target_summary
 
 from .measurer import ProgramMeasurer
@@ -50,13 +52,18 @@ class RestoredLog:
     results: list[MeasureResult] = field(default_factory=list)
     per_task: dict[int, list[float]] = field(default_factory=dict)
     other_target: int = 0  # timed on another CPU/toolchain
+    other_cache: int = 0  # timed in the other mode (warm/cold) than this run's runner
     other_workload: int = 0  # of a task this scheduler does not have
+    mode: str = WARM  # the run's timing mode (its runner's ``cache``)
 
     def note(self) -> str:
         """`` (3 of another CPU/toolchain ignored; ...)``, or "" when nothing was ignored."""
         notes = []
         if self.other_target:
             notes.append(f"{self.other_target} of another CPU/toolchain ignored")
+        if self.other_cache:
+            notes.append(f"{self.other_cache} timed {'warm' if self.mode == COLD else 'cold'}, "
+                         f"this run times {self.mode}: ignored")
         if self.other_workload:
             notes.append(f"{self.other_workload} of other workloads ignored")
         return f" ({'; '.join(notes)})" if notes else ""
@@ -68,7 +75,7 @@ def restore_log(path: str, tasks: Sequence["SearchTask"], index: Mapping[str, in
     number by workload key) in ``measurer``; a schedule it already has is skipped."""
     here: dict[str, str] = {}  # a task's target name -> its toolchain key
     warner = LineWarner(path)
-    out = RestoredLog()
+    out = RestoredLog(mode=getattr(measurer.runner, "cache", WARM))
     for line in iter_lines(path, warner):
         i = index.get(line.workload_key)
         if i is None:
@@ -79,6 +86,9 @@ def restore_log(path: str, tasks: Sequence["SearchTask"], index: Mapping[str, in
             here[name] = target_summary(name)["key"]
         if line.target_key != here[name]:
             out.other_target += 1  # timed elsewhere: not measured *here*, costs not comparable
+            continue
+        if line.result.cache != out.mode:
+            out.other_cache += 1  # timed in the other mode: costs not comparable either
             continue
         inp = record_to_input(line, tasks[i], warner)
         if inp is None:
