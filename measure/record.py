@@ -15,11 +15,9 @@ reading); records written before it existed have none and load as before, and re
 not know it ignore it. ``input.target`` is the toolchain that compiled and timed it: on a cluster
 every worker's identity is checked against it before the worker builds or measures.
 
-``result.cache`` (optional, ``"cold"``): the runner timed every call on arguments no cache held
-(``measure.runner``'s cold mode, what a network's kernels see); absent, the calls ran warm, on the
-same buffers (every record written before the modes existed). A warm cost and a cold one of the
-same schedule differ by up to 5x: the readers that pick a best compare a mode's costs only with
-its own (``ansor.task_records.find_bests``, ``ansor.resume``).
+``result.cache`` (optional, ``"cold"``): timed on arguments no cache held (``measure.runner``);
+absent, warm (as every record from before the modes). Readers that pick a best compare a mode's
+costs only with its own (``ansor.task_records.find_bests``, ``ansor.resume``).
 
 ``input.task.layout_rewrite`` (optional, a list of argument positions): the candidate was measured
 with the packs of those constant inputs done outside the timed kernel (``ansor.SearchTask``'s

@@ -13,7 +13,8 @@ one shared library (``--export``, default ``LOG-lib/net.so``; ``network_export``
 lines that run it with numpy only. With ``--cluster
 ADDRESS`` the candidates are built and measured on a Dask cluster (``ansor.cli.cluster``).
 The options shared with ``ansor tune`` (--log, --trials, --timeout, --cost-model, -v/-q, ...)
-come from ``ansor.cli.options`` and mean the same here.
+come from ``ansor.cli.options`` and mean the same here; --cache defaults to cold here (warm in
+``ansor tune``): every candidate is timed on arguments no cache holds, as the network runs it.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import sys
 import time
 
 from ansor import argtypes
+from measure.measure import COLD
 
 from . import options
 from .cluster import RESUME_HINT
@@ -67,7 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         q, log_help="default MODEL.json in the current directory: the zoo name, or the ONNX "
         "file's name without .onnx",
         trials_help=f"over all tasks; default {DEFAULT_TRIALS}",
-        per_round_help=f"capped at trials / tasks; default {DEFAULT_PER_ROUND}")
+        per_round_help=f"capped at trials / tasks; default {DEFAULT_PER_ROUND}",
+        cache_default=COLD)  # a network's kernels run on data the ones before them evicted
     q.set_defaults(func=cmd_tune)
     return q
 
