@@ -22,7 +22,9 @@ from L1 aside); with several (``Timer(..., rotate=...)``, the runner's cold mode
 its arguments where the calls since its set's last use evicted them, and nothing but the calls is
 timed (no flush inside the timed region). ``rotation_sets`` says how many sets make that so.
 ``ansor_clflush(ptr, i64)`` evicts a buffer from every cache level (clflush on each line, then a
-fence) so a repeat can start cold.
+fence) so a repeat can start cold. ``ansor_steps`` (``StepTimer``) times each call of a sequence
+(a network's kernels in order, ``NetworkModule.profile``): the clock read between consecutive
+calls, stored per pass, so a step is timed where the network runs it.
 """
 from __future__ import annotations
 
@@ -46,6 +48,8 @@ _HARNESS: dict[object, tuple[object, object]] = {}  # arity / "flush" -> (engine
 _TIME_PROTO = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                ctypes.c_int64, ctypes.c_int64)
 _FLUSH_PROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
+_STEPS_PROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_int64)
 
 
 def _header() -> list[str]:
@@ -98,6 +102,60 @@ def timer_ir(n_args: int) -> str:
         "  %dns = fmul double %dnf, 1.0e-9",
         "  %r = fadd double %dsf, %dns",
         "  ret double %r",
+        "}",
+        ""])
+
+
+def steps_ir(arities: Sequence[int]) -> str:
+    """IR of ``ansor_steps(ptr fns, ptr args, ptr stamps, i64 number)``: ``number`` passes over
+    the steps, step ``k`` calling ``fns[k]`` with the next ``arities[k]`` pointers of ``args``,
+    the monotonic clock (i64 nanoseconds) stored in ``stamps`` before the first step and after
+    every step: ``len(arities) + 1`` stamps per pass, pass after pass."""
+    per_pass = len(arities) + 1
+    body: list[str] = []
+    off = 0
+    for k, n in enumerate(arities):
+        body += [f"  %f{k}p = getelementptr ptr, ptr %fns, i64 {k}",
+                 f"  %f{k} = load ptr, ptr %f{k}p, align 8"]
+        for j in range(n):
+            body += [f"  %a{k}_{j}p = getelementptr ptr, ptr %args, i64 {off + j}",
+                     f"  %a{k}_{j} = load ptr, ptr %a{k}_{j}p, align 8"]
+        off += n
+        call_args = ", ".join(f"ptr %a{k}_{j}" for j in range(n))
+        body += [f"  call void %f{k}({call_args})",
+                 f"  %t{k} = call i64 @ansor_now()",
+                 f"  %s{k}p = getelementptr i64, ptr %row, i64 {k + 1}",
+                 f"  store i64 %t{k}, ptr %s{k}p, align 8"]
+    return "\n".join(_header() + [
+        "declare i32 @clock_gettime(i32, ptr)",
+        "",
+        "define internal i64 @ansor_now() alwaysinline {",
+        "entry:",
+        "  %ts = alloca [2 x i64], align 8",
+        f"  call i32 @clock_gettime(i32 {CLOCK_MONOTONIC}, ptr %ts)",
+        "  %s = load i64, ptr %ts, align 8",
+        "  %np = getelementptr i64, ptr %ts, i64 1",
+        "  %n = load i64, ptr %np, align 8",
+        "  %sn = mul i64 %s, 1000000000",
+        "  %r = add i64 %sn, %n",
+        "  ret i64 %r",
+        "}",
+        "",
+        "define void @ansor_steps(ptr %fns, ptr %args, ptr %stamps, i64 %number) {",
+        "entry:",
+        "  br label %loop",
+        "loop:",
+        "  %i = phi i64 [ 0, %entry ], [ %next, %loop ]",
+        f"  %base = mul i64 %i, {per_pass}",
+        "  %row = getelementptr i64, ptr %stamps, i64 %base",
+        "  %t = call i64 @ansor_now()",
+        "  store i64 %t, ptr %row, align 8",
+        *body,
+        "  %next = add i64 %i, 1",
+        "  %more = icmp slt i64 %next, %number",
+        "  br i1 %more, label %loop, label %done",
+        "done:",
+        "  ret void",
         "}",
         ""])
 
@@ -184,6 +242,39 @@ def rotation_sets(set_bytes: int, llc_bytes: int) -> int:
     set_bytes = max(1, int(set_bytes))
     want = max(2, math.ceil(COLD_LLC_FACTOR * max(1, int(llc_bytes)) / set_bytes))
     return max(1, min(want, MAX_ROTATION_SETS, 1 + MAX_ROTATION_EXTRA_BYTES // set_bytes))
+
+
+class StepTimer:
+    """Times each of a sequence of native calls, ``(function address, argument pointers)`` per
+    step (a compiled network's kernels, in order): ``timer(number)`` makes ``number`` passes
+    over them, the clock read between consecutive calls, and returns the seconds they took (a
+    ``time_calls`` run); ``step_seconds()`` is the last run's seconds per pass and step."""
+
+    def __init__(self, steps: Sequence[tuple[int, Sequence[int]]]):
+        arities = tuple(len(p) for _, p in steps)
+        self._fn = _compile(("steps", arities), steps_ir(arities), "ansor_steps", _STEPS_PROTO)
+        self._fns = (ctypes.c_void_p * max(1, len(steps)))(*[int(a) for a, _ in steps])
+        flat = [int(p) for _, ptrs in steps for p in ptrs]
+        self._args = (ctypes.c_void_p * max(1, len(flat)))(*flat)
+        self._width = len(steps) + 1
+        self._stamps = (ctypes.c_int64 * self._width)()
+        self._passes = 0
+
+    def __call__(self, number: int) -> float:
+        number = max(1, int(number))
+        if len(self._stamps) < number * self._width:
+            self._stamps = (ctypes.c_int64 * (number * self._width))()
+        self._fn(ctypes.addressof(self._fns), ctypes.addressof(self._args),
+                 ctypes.addressof(self._stamps), number)
+        self._passes = number
+        stamps = self._stamps
+        return (stamps[number * self._width - 1] - stamps[0]) * 1e-9
+
+    def step_seconds(self) -> list[list[float]]:
+        """Per pass of the last run, the seconds of each step (clock reads included, ~20 ns)."""
+        w, st = self._width, self._stamps
+        return [[(st[r * w + k + 1] - st[r * w + k]) * 1e-9 for k in range(w - 1)]
+                for r in range(self._passes)]
 
 
 def can_flush() -> bool:

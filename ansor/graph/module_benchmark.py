@@ -1,14 +1,22 @@
 """Timing a compiled network (``NetworkModule.benchmark``): an inference's time and the executor's
-own dispatch cost beside it.
+own dispatch cost beside it; and each kernel's time inside the running network
+(``NetworkModule.profile``).
 
 An inference is the module's loop of native calls on precomputed pointers, timed by the one
 timing loop (``measure.timer.time_calls``) like a kernel. The dispatch cost is the same loop with a
 native no-op in place of each kernel: what the executor adds to the kernels' time.
+
+A profile runs the same steps, in order, in the native step harness (``measure.timer.StepTimer``:
+the clock read between consecutive calls, no Python between them), for as many inferences as
+``time_calls`` gives one repeat of ``min_repeat_ms``; a step's figure is its median over those
+inferences. Each kernel finds the caches as the kernels before it left them, which is what a
+kernel timed alone (warm or cold, ``measure.runner``) only approximates.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import statistics
 from typing import Any, Sequence
 
 from measure import timer
@@ -30,6 +38,16 @@ def _loop(calls: Sequence[tuple[Any, Sequence[int]]]) -> Any:
         for fn, ptrs in calls:
             fn(*ptrs)
     return execute
+
+
+def profile_steps(steps: Sequence[tuple[int, Sequence[int]]], min_repeat_ms: float,
+                  warmup_ms: float) -> list[float]:
+    """Median seconds of each step, ``(kernel address, argument pointers)``, over the inferences
+    of one ``min_repeat_ms`` repeat after ``warmup_ms`` of warm-up (``StepTimer``)."""
+    run = timer.StepTimer(steps)
+    timer.time_calls(run, repeat=1, min_repeat_ms=min_repeat_ms, warmup_s=warmup_ms / 1e3)
+    per_pass = run.step_seconds()
+    return [statistics.median(p[k] for p in per_pass) for k in range(len(steps))]
 
 
 def benchmark_calls(calls: Sequence[tuple[Any, Sequence[int]]], repeat: int, min_repeat_ms: float,

@@ -37,6 +37,7 @@ class _Step:
     args: list[int]  # buffer ids
     name: str  # subgraph name, for profiles
     transform: bool = False  # a layout transform between two groups (``layouts``)
+    task: str = ""  # the workload key of its tuning task ("" for a transform or a non-task group)
 
 
 class NetworkModule:
@@ -161,6 +162,25 @@ class NetworkModule:
         finally:
             self._contexts.give(ctx)
 
+    def profile(self, min_repeat_ms: float = 200, warmup_ms: float = 200) -> list[dict[str, Any]]:
+        """Each kernel call's time inside the running network (``module_benchmark.profile_steps``:
+        the clock read between consecutive native calls, median over the inferences of one
+        ``min_repeat_ms`` repeat): per step in run order, ``name`` (the fused group, or the
+        transform), ``task`` (its tuning task's workload key; "" for a transform, a group that is
+        no task, or a module loaded from an export older than the field), ``transform`` and
+        ``seconds``. Their sum is about ``benchmark()['mean']`` less the executor's dispatch."""
+        from .module_benchmark import profile_steps  # noqa: PLC0415 - the step harness: on demand
+
+        ctx = self._contexts.take()  # one context, as ``benchmark`` times
+        try:
+            ptrs = [p for _, p in ctx.calls]
+            secs = profile_steps([(s.kernel.address, p) for s, p in zip(self._steps, ptrs)],
+                                 min_repeat_ms, warmup_ms)
+        finally:
+            self._contexts.give(ctx)
+        return [{"name": s.name, "task": s.task, "transform": s.transform, "seconds": t}
+                for s, t in zip(self._steps, secs)]
+
     # ---- export / load --------------------------------------------------------------------
     def export(self, path: str | os.PathLike) -> Path:
         """Write the module to directory ``path`` (created); returns it."""
@@ -174,7 +194,7 @@ class NetworkModule:
                 kernels[id(s.kernel)] = len(kernel_list)
                 kernel_list.append(s.kernel)
             plan.append({"kernel": kernels[id(s.kernel)], "args": s.args, "name": s.name,
-                         "transform": s.transform})
+                         "transform": s.transform, "task": s.task})
         for i, k in enumerate(kernel_list):
             c = k.compiled
             (out / f"kernel{i}.ll").write_text(c.llvm_ir)
