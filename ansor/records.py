@@ -401,7 +401,8 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
                 min_repeat_ms: int = 100, build_timeout: float = 60,
                 run_timeout: float = 60) -> list[VerifyRow]:
     """Rebuild and re-time each workload's best record in a fresh worker process (LocalBuilder
-    and LocalRunner), so a recorded time can be checked against what the schedule runs at now."""
+    and LocalRunner), so a recorded time can be checked against what the schedule runs at now;
+    a log with records timed warm and cold has a best of each, re-timed in its own mode."""
     # Checked before the log is read: a bad number is the caller's error, not a failed record.
     number = check_count("verify_best number", number)
     repeat = check_count("verify_best repeat", repeat)
@@ -411,11 +412,11 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
     run_timeout = check_seconds("verify_best run_timeout", run_timeout)
     path = os.fspath(path)
     warner = LineWarner(path)
-    pools = pool_schedules(iter_lines(path, warner), lambda ln: ln.workload_key)
+    pools = pool_schedules(iter_lines(path, warner), lambda ln: (ln.workload_key, ln.result.cache))
     here = target_summary()["key"]
     tasks = _Tasks(warner)
-    best: dict[str, RecordLine] = {}
-    recorded_cost: dict[str, float] = {}
+    best: dict[tuple, RecordLine] = {}  # by (workload key, timing mode)
+    recorded_cost: dict[tuple, float] = {}
     rows: list[VerifyRow | None] = []
     inputs: list[MeasureInput] = []
     slots: list[int] = []
@@ -441,18 +442,23 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
                                   line.target_key == here))
             continue
         rows.append(None)
-        slots.append(len(rows) - 1)
+        slots.append((len(rows) - 1, wk))
         inputs.append(inp)
     warner.finish()
     if inputs:
-        with LocalBuilder(timeout=build_timeout) as builder, \
-                LocalRunner(timeout=run_timeout, number=number, repeat=repeat,
-                            min_repeat_ms=min_repeat_ms) as runner:
-            results = runner.run(inputs, builder.build(inputs))
-        for slot, inp, res in zip(slots, inputs, results):
-            line = best[inp.task.workload_key]
+        with LocalBuilder(timeout=build_timeout) as builder:
+            built = builder.build(inputs)
+        results: list = [None] * len(inputs)
+        for mode in sorted({key[1] for _, key in slots}):  # each best timed as it was recorded
+            mine = [j for j, (_, key) in enumerate(slots) if key[1] == mode]
+            with LocalRunner(timeout=run_timeout, number=number, repeat=repeat,
+                             min_repeat_ms=min_repeat_ms, cache=mode) as runner:
+                for j, res in zip(mine, runner.run([inputs[j] for j in mine], [built[j] for j in mine])):
+                    results[j] = res
+        for (slot, key), res in zip(slots, results):
+            line = best[key]
             rows[slot] = VerifyRow(
-                task_desc(line.task), recorded_cost[line.workload_key], res.mean_cost if res.ok else None,
+                task_desc(line.task), recorded_cost[key], res.mean_cost if res.ok else None,
                 "" if res.ok else f"{MeasureErrorNo(res.error_no).name}: "
                                   f"{error_summary(res.error_msg)}",
                 line.target_key == here)

@@ -93,3 +93,24 @@ def test_a_resumed_run_restores_only_its_own_modes_records(tmp_path, mode):
     assert out.other_cache == (1 if mode == WARM else 2)
     assert f"this run times {mode}: ignored" in out.note()
     assert all(r.cache == mode for r in out.results)
+
+
+def test_verify_retimes_each_modes_best_in_its_own_mode(tmp_path, monkeypatch):
+    import ansor.records as records
+    from tests.ansor.sched_fakes import FakeBuilder, FakeRunner
+
+    task = SearchTask(**TASK)
+    path = tmp_path / "log.json"
+    _log(path, task, [1e-3, 2e-3], [4e-3])
+    modes = []
+
+    class Runner(FakeRunner):
+        def __init__(self, cache="warm", **kw):
+            super().__init__()
+            modes.append(cache)
+
+    monkeypatch.setattr(records, "LocalRunner", Runner)
+    monkeypatch.setattr(records, "LocalBuilder", lambda **kw: FakeBuilder())
+    rows = records.verify_best(path)
+    assert sorted(modes) == [COLD, WARM]
+    assert sorted(r.recorded for r in rows) == [1e-3, 4e-3] and all(r.measured for r in rows)
