@@ -17,7 +17,8 @@ reports per task:
 and the totals: the estimate from warm costs, from cold costs (both sum of weight x cost), the
 sum of the in-network steps (tasks' and the rest: layout transforms, element-wise groups) and the
 measured network latency (``NetworkModule.benchmark``). The network's outputs are checked against
-the graph reference before anything is timed.
+the graph reference before anything is timed. Every group runs NHWC (a layout choice recorded
+beside a ``--layout-tuning`` log is not applied), so that each task's kernel is the one timed alone.
 
 Usage (a quiet machine: every figure is a timing):
   python benchmarks/kernel_conditions.py --network mobilenet-v2 \\
