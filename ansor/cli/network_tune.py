@@ -163,7 +163,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         side_plot(history.path, f"{args.log}.latency.png")
     est = res.estimated_latency
     print("estimated latency: " + ("- (some task has no valid schedule)" if est is None
-                                   else f"{est * 1e3:.3f} ms (sum of weight x best task latency"
+                                   else f"{est * 1e3:.3f} ms (sum of weight x best task latency timed {args.cache}"
                                    + (" over every layout variant; the layout choice below estimates "
                                       "the network)" if getattr(args, "layout_tuning", False) else ")")))
     if res.interrupted:
