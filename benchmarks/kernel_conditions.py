@@ -77,7 +77,9 @@ def _check_outputs(lib: Any, g: Any) -> float:
 
 
 def _time_tasks(tasks: list, states: list, ns: argparse.Namespace) -> dict[str, list[float | None]]:
-    """Per mode, each task's median seconds per call (None: it failed, said on stderr)."""
+    """Per mode, each task's seconds per call (None: it failed, said on stderr): the median over
+    ``ns.rounds`` rounds of the medians of its repeats. The modes alternate task by task (one
+    worker each), so that both see the machine in the same state."""
     from measure.builder import LocalBuilder
     from measure.measure import MeasureInput
     from measure.runner import LocalRunner
@@ -85,16 +87,30 @@ def _time_tasks(tasks: list, states: list, ns: argparse.Namespace) -> dict[str, 
     inputs = [MeasureInput(t, s) for t, s in zip(tasks, states)]
     with LocalBuilder(timeout=120) as builder:
         built = builder.build(inputs)
+    modes = ("warm", "cold")
+    samples: dict[str, list[list[float]]] = {m: [[] for _ in tasks] for m in modes}
+    failed: dict[str, list[str]] = {m: [""] * len(tasks) for m in modes}
+    runners = {m: LocalRunner(cache=m, timeout=120, number=ns.number, repeat=ns.repeat,
+                              min_repeat_ms=ns.min_repeat_ms, warmup_ms=300, check_correctness=True)
+               for m in modes}
+    try:
+        for _ in range(ns.rounds):
+            for i, (inp, b) in enumerate(zip(inputs, built)):
+                for m in modes:
+                    r = runners[m].run([inp], [b])[0]
+                    if r.ok:
+                        samples[m][i].append(statistics.median(r.costs))
+                    else:
+                        failed[m][i] = r.error_msg[:200]
+    finally:
+        for r in runners.values():
+            r.close()
     out: dict[str, list[float | None]] = {}
-    for mode in ("warm", "cold"):
-        with LocalRunner(cache=mode, timeout=120, number=ns.number, repeat=ns.repeat,
-                         min_repeat_ms=ns.min_repeat_ms, warmup_ms=300, check_correctness=True) as runner:
-            res = runner.run(inputs, built)
-        out[mode] = []
-        for t, r in zip(tasks, res):
-            if not r.ok:
-                print(f"kernel_conditions: {t.desc} ({mode}): {r.error_msg[:200]}", file=sys.stderr)
-            out[mode].append(statistics.median(r.costs) if r.ok else None)
+    for m in modes:
+        for t, why in zip(tasks, failed[m]):
+            if why:
+                print(f"kernel_conditions: {t.desc} ({m}): {why}", file=sys.stderr)
+        out[m] = [statistics.median(v) if v and not why else None for v, why in zip(samples[m], failed[m])]
     return out
 
 
@@ -141,7 +157,7 @@ def measure(ns: argparse.Namespace) -> dict:
         costs = [r[mode] for r in rows]
         return None if any(c is None for c in costs) else sum(r["weight"] * c for r, c in zip(rows, costs))
 
-    return {"machine": machine_info(), "threads": num_threads(), "network": ns.network,
+    return {"machine": machine_info(), "threads": num_threads(), "network": ns.network, "rounds": ns.rounds,
             "log": ns.log, "layout_rewrite": not ns.no_layout_rewrite, "tasks": rows,
             "steps": prof, "output_error": error,
             "totals": {"estimate_warm": estimate("warm"), "estimate_cold": estimate("cold"),
@@ -195,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--number", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--min-repeat-ms", type=float, default=100.0)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of timing every task alone, warm and cold alternating (median)")
     ap.add_argument("--json", default=None, help="write every figure here")
     ns = ap.parse_args(argv)
     if ns.log is not None and not os.path.isfile(ns.log):

@@ -23,7 +23,7 @@ def test_a_small_network_without_a_log(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("ANSOR_NUM_THREADS", "1")
     out = tmp_path / "kc.json"
     assert _module().main(["--network", "resnet-18", "--image-size", "32", "--repeat", "1",
-                           "--number", "1", "--min-repeat-ms", "2", "--json", str(out)]) == 0
+                           "--number", "1", "--min-repeat-ms", "2", "--rounds", "1", "--json", str(out)]) == 0
     rep = json.loads(out.read_text())
     assert len(rep["tasks"]) == 18 and rep["log"] is None and rep["output_error"] < 1e-3
     for row in rep["tasks"]:
