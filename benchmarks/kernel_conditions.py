@@ -139,8 +139,13 @@ def measure(ns: argparse.Namespace) -> dict:
     print("# compiling and profiling the network ...", file=sys.stderr, flush=True)
     lib = link(plan, schedules)
     error = _check_outputs(lib, g)
-    bench = lib.benchmark(repeat=ns.repeat, min_repeat_ms=ns.min_repeat_ms * 2)
-    prof = lib.profile(min_repeat_ms=ns.min_repeat_ms * 2)
+    benches, profiles = [], []
+    for _ in range(ns.rounds):  # alternating, as the kernels alone: the median of each
+        benches.append(lib.benchmark(repeat=ns.repeat, min_repeat_ms=ns.min_repeat_ms * 2))
+        profiles.append(lib.profile(min_repeat_ms=ns.min_repeat_ms * 2))
+    bench = {k: statistics.median(b[k] for b in benches) for k in ("mean", "overhead")}
+    prof = [{**steps[0], "seconds": statistics.median(p["seconds"] for p in steps)}
+            for steps in zip(*profiles)]
     in_net: dict[str, float] = {}
     for p in prof:
         if p["task"]:
