@@ -175,7 +175,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.log):
         return 0
     if variants is not None:
-        code = _choose_layouts(g, args.log, variants)
+        code = _choose_layouts(g, args.log, variants, args.cache)
         if code:
             return code
     if args.rounds == 0 or args.target != "native":  # the comparison below compiles natively
@@ -214,14 +214,14 @@ def side_plot(history: str, out: str) -> None:
               f"{why.splitlines()[0]}", file=sys.stderr)
 
 
-def _choose_layouts(g, log: str, variants) -> int:
+def _choose_layouts(g, log: str, variants, cache: str) -> int:
     """Solve the network's layouts from the log (transform kernels measured as needed), print
     and record the choice. ``variants``: the plan's groups with their candidate layouts."""
     from ansor.graph.layout_tuning import LayoutFileError, sidecar_path, solve_layouts  # noqa: PLC0415
     from ansor.graph.layout_solver import LayoutSolverError  # noqa: PLC0415
 
     try:
-        choice = solve_layouts(g, log, variants=variants)
+        choice = solve_layouts(g, log, variants=variants, cache=cache)  # transforms timed as the tasks
     except (LayoutFileError, LayoutSolverError) as err:
         print(f"ansor network tune: layout tuning: {err}", file=sys.stderr)
         return 1
