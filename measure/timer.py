@@ -43,7 +43,7 @@ from . import target
 CLOCK_MONOTONIC = 1  # Linux <time.h>
 
 _LOCK = threading.Lock()
-_HARNESS: dict[object, tuple[object, object]] = {}  # arity / "flush" -> (engine, ctypes function)
+_HARNESS: dict[object, tuple[object, object]] = {}  # arity / "flush" / ("steps", arities) -> (engine, fn)
 
 _TIME_PROTO = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                ctypes.c_int64, ctypes.c_int64)
