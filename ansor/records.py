@@ -114,6 +114,8 @@ def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
     warning naming the CPU it was measured on. Only records built for the task's target
     (``SearchTask(..., target=...)``; for a workload key, the current target: ``native`` unless
     in a ``measure.targets.use_target`` block) compete; others are ignored with a warning.
+    Costs timed cold (``ansor network tune``'s default) and warm never compete: the cold records
+    decide, the warm ones when no cold one replays (``task_records.find_bests``).
     Streams, and replays only the winner.
     """
     path = os.fspath(path)
@@ -126,10 +128,11 @@ def best_record(path: str | os.PathLike, task_or_workload_key: SearchTask | str,
 
 
 
-def best_records(path: str | os.PathLike, tasks: Sequence[SearchTask], target_key: str | None = None
-                 ) -> list[tuple[MeasureInput, MeasureResult] | None]:
+def best_records(path: str | os.PathLike, tasks: Sequence[SearchTask], target_key: str | None = None,
+                 cache: str | None = None) -> list[tuple[MeasureInput, MeasureResult] | None]:
     """``best_record(path, task)`` of each of ``tasks`` (in order), reading the log once: what a
-    network compile asks for its tasks."""
+    network compile asks for its tasks. ``cache``: the timing mode whose records decide first
+    (default cold, then warm: ``task_records.find_bests``)."""
     path = os.fspath(path)
     by_key = {t.workload_key: t for t in tasks}
     names = {t.target_name for t in tasks}
@@ -137,7 +140,8 @@ def best_records(path: str | os.PathLike, tasks: Sequence[SearchTask], target_ke
         raise ValueError(f"best_records: the tasks are for several targets ({', '.join(sorted(names))}); "
                          "ask for each target's tasks apart")
     return find_bests(path, [t.workload_key for t in tasks], lambda line: by_key[line.workload_key],
-                      LineWarner(path), target_key, target=names.pop() if names else None)
+                      LineWarner(path), target_key, target=names.pop() if names else None,
+                      cache=cache)
 
 @dataclass(frozen=True)
 class DistillReport:
@@ -172,8 +176,8 @@ class DistillReport:
 
 def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = None,
             top_k: int = 1, *, in_place: bool = False) -> DistillReport:
-    """Write the ``top_k`` best valid schedules of every workload (per toolchain) that replay to
-    ``out_path``; the report says how many were written and what was dropped, and why.
+    """Write the ``top_k`` best valid schedules of every workload (per toolchain and timing
+    mode) that replay to ``out_path``; the report says how many were written and what was dropped, and why.
 
     A record is kept only if its task can be rebuilt and its steps replay on it, so a record
     that cannot be applied never displaces good ones; the records of a workload this process
@@ -219,8 +223,9 @@ def distill(in_path: str | os.PathLike, out_path: str | os.PathLike | None = Non
                 failed += 1
             yield line
 
+    # Per timing mode too: a warm cost does not rank against a cold one; each keeps its top_k.
     groups = pool_schedules(counted(iter_lines(in_path, warner)),
-                            lambda ln: (ln.workload_key, ln.target_key), keep_raw=True)
+                            lambda ln: (ln.workload_key, ln.target_key, ln.result.cache), keep_raw=True)
     # Best first by pooled cost; a schedule is replayed when it would take a place, and one that
     # does not replay (or whose task cannot be rebuilt) never takes one.
     chunks: list[bytes] = []
@@ -396,7 +401,8 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
                 min_repeat_ms: int = 100, build_timeout: float = 60,
                 run_timeout: float = 60) -> list[VerifyRow]:
     """Rebuild and re-time each workload's best record in a fresh worker process (LocalBuilder
-    and LocalRunner), so a recorded time can be checked against what the schedule runs at now."""
+    and LocalRunner), so a recorded time can be checked against what the schedule runs at now;
+    a log with records timed warm and cold has a best of each, re-timed in its own mode."""
     # Checked before the log is read: a bad number is the caller's error, not a failed record.
     number = check_count("verify_best number", number)
     repeat = check_count("verify_best repeat", repeat)
@@ -406,11 +412,11 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
     run_timeout = check_seconds("verify_best run_timeout", run_timeout)
     path = os.fspath(path)
     warner = LineWarner(path)
-    pools = pool_schedules(iter_lines(path, warner), lambda ln: ln.workload_key)
+    pools = pool_schedules(iter_lines(path, warner), lambda ln: (ln.workload_key, ln.result.cache))
     here = target_summary()["key"]
     tasks = _Tasks(warner)
-    best: dict[str, RecordLine] = {}
-    recorded_cost: dict[str, float] = {}
+    best: dict[tuple, RecordLine] = {}  # by (workload key, timing mode)
+    recorded_cost: dict[tuple, float] = {}
     rows: list[VerifyRow | None] = []
     inputs: list[MeasureInput] = []
     slots: list[int] = []
@@ -436,18 +442,23 @@ def verify_best(path: str | os.PathLike, number: int = 3, repeat: int = 3,
                                   line.target_key == here))
             continue
         rows.append(None)
-        slots.append(len(rows) - 1)
+        slots.append((len(rows) - 1, wk))
         inputs.append(inp)
     warner.finish()
     if inputs:
-        with LocalBuilder(timeout=build_timeout) as builder, \
-                LocalRunner(timeout=run_timeout, number=number, repeat=repeat,
-                            min_repeat_ms=min_repeat_ms) as runner:
-            results = runner.run(inputs, builder.build(inputs))
-        for slot, inp, res in zip(slots, inputs, results):
-            line = best[inp.task.workload_key]
+        with LocalBuilder(timeout=build_timeout) as builder:
+            built = builder.build(inputs)
+        results: list = [None] * len(inputs)
+        for mode in sorted({key[1] for _, key in slots}):  # each best timed as it was recorded
+            mine = [j for j, (_, key) in enumerate(slots) if key[1] == mode]
+            with LocalRunner(timeout=run_timeout, number=number, repeat=repeat,
+                             min_repeat_ms=min_repeat_ms, cache=mode) as runner:
+                for j, res in zip(mine, runner.run([inputs[j] for j in mine], [built[j] for j in mine])):
+                    results[j] = res
+        for (slot, key), res in zip(slots, results):
+            line = best[key]
             rows[slot] = VerifyRow(
-                task_desc(line.task), recorded_cost[line.workload_key], res.mean_cost if res.ok else None,
+                task_desc(line.task), recorded_cost[key], res.mean_cost if res.ok else None,
                 "" if res.ok else f"{MeasureErrorNo(res.error_no).name}: "
                                   f"{error_summary(res.error_msg)}",
                 line.target_key == here)

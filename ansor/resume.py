@@ -7,8 +7,10 @@ forget what it learned. From each log (the run's own ``log_file``, and a schedul
 ``ProgramMeasurer`` (so nothing is measured again, and the best schedules and costs start from the
 log's) and the cost model is retrained on them once (``restore``). The scheduler also rebuilds
 each task's per-round best-cost history for its backward gradient (``restore_history``). Other
-workloads' records are not even rebuilt; records timed on another CPU or toolchain are counted
-and ignored (their costs do not compare with ours).
+workloads' records are not even rebuilt; records timed on another CPU or toolchain, or in the
+other timing mode (warm or cold, ``measure.runner``: a run resumes with its runner's mode), are
+counted and ignored (their costs do not compare with ours; a schedule so ignored may be measured
+again, in this run's mode).
 
 A record is a schedule to every tuner (but a placeholder, ``task_records.is_placeholder``, is
 none); what else it means to one - a template tuner's record names a configuration - is that
@@ -21,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
-from measure.measure import MeasureInput, MeasureResult
+from measure.measure import COLD, WARM, MeasureInput, MeasureResult
 from measure.record import LineWarner, RecordLine, iter_lines, target_summary
 
 from .measurer import ProgramMeasurer
@@ -71,7 +73,9 @@ class RestoredLog:
     results: list[MeasureResult] = field(default_factory=list)
     per_task: dict[int, list[float]] = field(default_factory=dict)
     other_target: int = 0  # timed on another CPU/toolchain
+    other_cache: int = 0  # timed in the other mode (warm/cold) than this run's runner
     other_workload: int = 0  # of a task this scheduler does not have
+    mode: str = WARM  # the run's timing mode (its runner's ``cache``)
 
     @property
     def records(self) -> int:
@@ -83,6 +87,9 @@ class RestoredLog:
         notes = []
         if self.other_target:
             notes.append(f"{self.other_target} of another CPU/toolchain ignored")
+        if self.other_cache:
+            notes.append(f"{self.other_cache} timed {'warm' if self.mode == COLD else 'cold'}, "
+                         f"this run times {self.mode}: ignored")
         if self.other_workload:
             notes.append(f"{self.other_workload} of other workloads ignored")
         return f" ({'; '.join(notes)})" if notes else ""
@@ -96,7 +103,7 @@ def restore_log(path: str, tasks: Sequence["SearchTask"], index: Mapping[str, in
     replay is warned about (``LineWarner``) and skipped."""
     here: dict[str, str] = {}  # a task's target name -> its toolchain key
     warner = LineWarner(path)
-    out = RestoredLog()
+    out = RestoredLog(mode=getattr(measurer.runner, "cache", WARM))
     for line in iter_lines(path, warner):
         i = index.get(line.workload_key)
         if i is None:
@@ -111,6 +118,9 @@ def restore_log(path: str, tasks: Sequence["SearchTask"], index: Mapping[str, in
         if is_placeholder(line):  # marks no schedule measured and teaches the model nothing
             if meaning is not None and meaning.take(line, None, True):
                 out.per_task.setdefault(i, []).append(NO_COST)
+            continue  # no cost: whatever mode it was logged in, it was never timed
+        if line.result.cache != out.mode:
+            out.other_cache += 1  # timed in the other mode: costs not comparable either
             continue
         inp = record_to_input(line, tasks[i], warner)
         if inp is None:

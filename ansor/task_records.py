@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Sequence
 
 from compute.workload_registry import canonical_args, workload_desc
 from measure.cost_floor import implausible_for_dag
-from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, pooled_cost
+from measure.measure import COLD, WARM, MeasureErrorNo, MeasureInput, MeasureResult, check_cache_mode, pooled_cost
 from measure.record import LineWarner, RecordLine, RecordWarning, iter_lines, record_target, target_summary
 
 if TYPE_CHECKING:
@@ -88,7 +88,8 @@ class Schedule:
         r = self.first.result
         if len(self.costs) == 1:
             return r
-        return MeasureResult((self.cost,), int(MeasureErrorNo.NO_ERROR), "", r.all_cost, r.timestamp)
+        return MeasureResult((self.cost,), int(MeasureErrorNo.NO_ERROR), "", r.all_cost, r.timestamp,
+                             cache=r.cache)
 
 
 def pool_schedules(lines: Iterable[RecordLine], group: Callable[[RecordLine], Hashable],
@@ -129,13 +130,18 @@ def find_best(path: str, workload_key: str, task_of: TaskOfLine, warner: LineWar
 
 
 def find_bests(path: str, workload_keys: Sequence[str], task_of: TaskOfLine, warner: LineWarner,
-               target_key: str | None = None, stacklevel: int = 3, target: str | None = None
-               ) -> list[tuple[MeasureInput, MeasureResult] | None]:
+               target_key: str | None = None, stacklevel: int = 3, target: str | None = None,
+               cache: str | None = None) -> list[tuple[MeasureInput, MeasureResult] | None]:
     """``find_best`` of each of ``workload_keys``, in one pass over the log (a network's tasks
     read a log once, not once per task). The one home of "the best record for a task": only
     records built for ``target`` (a target name, ``measure.targets``; default the current one,
     ``native`` unless a ``use_target`` block says otherwise) compete; records of the workloads
-    built for another target are ignored, with one warning saying how many and for which."""
+    built for another target are ignored, with one warning saying how many and for which.
+
+    A warm cost never competes with a cold one (``MeasureResult.cache``): per workload, the
+    records of ``cache`` decide, the other mode's only when none of those replays. ``None``
+    (default): cold first, the condition a network runs its kernels in (a log holds cold
+    records when ``ansor network tune`` wrote them), then warm."""
     here_ident = target_summary(target)
     wanted_target = str(here_ident.get("target", "native"))
     here = target_key if target_key is not None else here_ident["key"]
@@ -151,14 +157,18 @@ def find_bests(path: str, workload_keys: Sequence[str], task_of: TaskOfLine, war
             return False
         return target_key is None or ln.target_key == here
 
+    modes = (COLD, WARM) if cache is None else (check_cache_mode("cache", cache),
+                                                ({COLD, WARM} - {cache}).pop())
     lines = (ln for ln in iter_lines(path, warner) if ours(ln))
-    # By workload, then True: this machine's (or target_key's) schedules; False: every other's.
-    pools = pool_schedules(lines, lambda ln: (ln.workload_key, ln.target_key == here))
+    # By workload, then True: this machine's (or target_key's) schedules; False: every other's;
+    # then by how they were timed.
+    pools = pool_schedules(lines, lambda ln: (ln.workload_key, ln.target_key == here, ln.result.cache))
     picks: list[tuple[MeasureInput, MeasureResult, RecordLine, bool] | None] = []
     for key in workload_keys:
         found: tuple[MeasureInput, MeasureResult, RecordLine, bool] | None = None
-        for mine in (True, False):  # another toolchain's only when none of ours replays
-            for sched in ranked(pools.get((key, mine), {})):
+        # another toolchain's only when none of ours replays; within each, one mode at a time
+        for mine, mode in ((m, c) for m in (True, False) for c in modes):
+            for sched in ranked(pools.get((key, mine, mode), {})):
                 task = task_of(sched.first)
                 inp = None if task is None else record_to_input(sched.first, task, warner)
                 if inp is not None:

@@ -249,12 +249,15 @@ class _Run:
         self.resumed = len(restored.inputs)
         self.model_seconds += restored.model_seconds
         other_target = restored.other_target
-        if self.resumed or other_target:
+        other_mode = sum(log.other_cache for log in restored.logs)  # timed warm vs cold
+        if self.resumed or other_target or other_mode:
             b = self.stats.best.best
             best = ("no valid record" if b is None
                     else f"best {format_seconds(b[0])}{_gflops_part(self._gflops(b[0]))}")
             other = (f"; {other_target} record(s) from another CPU/toolchain ignored"
-                     if other_target else "")
+                     if other_target else "") + (
+                f"; {other_mode} record(s) timed in the other cache mode than this run's "
+                f"({restored.logs[0].mode}) ignored" if other_mode else "")
             self.say(f"{self.tag} resuming from {paths[0]}: {self.resumed} record(s), {best}{other}")
             logger.info("resumed %d records of %s from %s (%d of another toolchain ignored)",
                         self.resumed, self.task.desc, paths[0], other_target)

@@ -52,7 +52,7 @@ class DaskRunner(RunnerBase):
     def __init__(self, cluster: Any, timeout: float = 10, number: int = 3, repeat: int = 1,
                  min_repeat_ms: float = 100, cooldown_interval: float = 0.0,
                  enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
-                 memory_limit_gb: float | None = 8.0, warmup_ms: float = 300, *,
+                 memory_limit_gb: float | None = 8.0, warmup_ms: float = 300, cache: str = "warm", *,
                  connect_timeout: float = 30.0, worker_wait: float = 60.0,
                  target: dict | None = None,
                  on_result: Callable[[MeasureResult], None] | None = None):
@@ -60,7 +60,7 @@ class DaskRunner(RunnerBase):
                          min_repeat_ms=min_repeat_ms, cooldown_interval=cooldown_interval,
                          enable_cpu_cache_flush=enable_cpu_cache_flush,
                          check_correctness=check_correctness, memory_limit_gb=memory_limit_gb,
-                         warmup_ms=warmup_ms)
+                         warmup_ms=warmup_ms, cache=cache)
         self.worker_wait = check_seconds("DaskRunner worker_wait", worker_wait)
         self.target = dict(target if target is not None else toolchain_identity())
         self.on_result = on_result
@@ -85,7 +85,7 @@ class DaskRunner(RunnerBase):
             if built(br):
                 todo.append(i)
             else:
-                results[i] = build_failure(br)
+                results[i] = build_failure(br, self.cache)
                 if verbose >= 1:
                     print(progress_mark(results[i].error_no), end="", flush=True)
         settings = self.settings()
@@ -120,7 +120,8 @@ class DaskRunner(RunnerBase):
             code = MeasureErrorNo.RUN_TIMEOUT if out.kind == STALLED else MeasureErrorNo.RUNTIME_DEVICE
             why = out.error if not out.ok else f"not a measure result: {type(out.value).__name__}"
             results[i] = MeasureResult((MAX_FLOAT,), int(code),
-                                       f"measuring on the cluster failed: {why}", 0.0)
+                                       f"measuring on the cluster failed: {why}", 0.0,
+                                       cache=self.cache)
             if verbose >= 1:
                 print(progress_mark(int(code)), end="", flush=True)
         if verbose >= 1:

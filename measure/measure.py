@@ -19,6 +19,20 @@ from sketch.loop_state import State
 # A failed measurement's cost, so that sorting by cost puts failures last.
 MAX_FLOAT = 1e10
 
+# How a runner times (``measure.runner``): every call on the same buffers (warm: what a kernel
+# costs alone, in a loop) or every call on arguments not in any cache (cold: what it costs in a
+# network, where the kernels before it evicted its weights and activations). Costs of one mode
+# do not compare with the other's.
+WARM, COLD = "warm", "cold"
+CACHE_MODES = (WARM, COLD)
+
+
+def check_cache_mode(name: str, value: object) -> str:
+    """``value`` if it is a cache mode, else ValueError naming ``name``."""
+    if not isinstance(value, str) or value not in CACHE_MODES:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, CACHE_MODES))}, got {value!r}")
+    return value
+
 
 class MeasureErrorNo(IntEnum):
     NO_ERROR = 0
@@ -56,7 +70,8 @@ class MeasureResult:
     """``costs``: seconds per run, one entry per repeat; ``all_cost``: wall-clock seconds the
     measurement took (build + run); ``timestamp``: when it finished (Unix seconds); ``host``: the
     machine that timed it (for a candidate that never ran, the one that built it; "" when not
-    known, as in records written before hosts were recorded)."""
+    known, as in records written before hosts were recorded); ``cache``: the runner's mode
+    (``WARM`` or ``COLD``; records written before the modes existed were warm)."""
 
     costs: tuple[float, ...]
     error_no: int
@@ -64,6 +79,7 @@ class MeasureResult:
     all_cost: float = 0.0
     timestamp: float = field(default_factory=time.time)
     host: str = ""
+    cache: str = WARM
 
     @property
     def ok(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .builder import LocalBuilder
 from .protocols import Builder, Runner
+from .measure import WARM
 from .runner import LocalRunner
 
 LOCAL = "local"
@@ -29,14 +30,16 @@ def check_measurers(owner: str, builder: object, runner: object) -> None:
 class Measurers:
     """The builder and runner of one tuning call. ``"local"`` ones are created here (their
     workers start on first use) and closed by ``close()``; given ones are left open. A context
-    manager; ``close()`` may be called more than once."""
+    manager; ``close()`` may be called more than once. ``cache``: the timing mode of a local
+    runner made here (``measure.runner``: warm for one kernel, cold for a network's tasks)."""
 
-    def __init__(self, builder: Builder | str = LOCAL, runner: Runner | str = LOCAL):
+    def __init__(self, builder: Builder | str = LOCAL, runner: Runner | str = LOCAL,
+                 cache: str = WARM):
         check_measurers("", builder, runner)
         self.owns_builder = isinstance(builder, str)
         self.owns_runner = isinstance(runner, str)
         self.builder: Builder = LocalBuilder() if isinstance(builder, str) else builder
-        self.runner: Runner = LocalRunner() if isinstance(runner, str) else runner
+        self.runner: Runner = LocalRunner(cache=cache) if isinstance(runner, str) else runner
         self._closed = False
 
     def close(self) -> None:

@@ -41,7 +41,9 @@ class Runner(Protocol):
     """Times built candidates. The settings are read at each ``run``, so a tuner may change them
     for a while (the default schedule is timed with ``number=1, repeat=1``): ``timeout`` (seconds
     per candidate), ``number``, ``repeat``, ``min_repeat_ms``, ``warmup_ms`` (see
-    ``measure.timer.time_calls``) and ``check_correctness``."""
+    ``measure.timer.time_calls``) and ``check_correctness``. The local and Dask runners also
+    have ``cache`` (``"warm"`` or ``"cold"``, ``measure.runner``); it is not required here (a
+    runner without it times warm), so a runner written before the modes still qualifies."""
 
     timeout: float
     number: int

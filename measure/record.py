@@ -15,6 +15,10 @@ reading); records written before it existed have none and load as before, and re
 not know it ignore it. ``input.target`` is the toolchain that compiled and timed it: on a cluster
 every worker's identity is checked against it before the worker builds or measures.
 
+``result.cache`` (optional, ``"cold"``): timed on arguments no cache held (``measure.runner``);
+absent, warm (as every record from before the modes). Readers that pick a best compare a mode's
+costs only with its own (``ansor.task_records.find_bests``, ``ansor.resume``).
+
 ``input.task.layout_rewrite`` (optional, a list of argument positions): the candidate was measured
 with the packs of those constant inputs done outside the timed kernel (``ansor.SearchTask``'s
 ``layout_rewrite_inputs``); records without it were measured with every pack inside.
@@ -48,7 +52,7 @@ from .cost_floor import implausible_cost
 from .file_kind import kernel_filesystem
 from .host import check_host
 from .line_warner import MAX_LINE_WARNINGS, LineWarner, RecordWarning  # noqa: F401 (re-exported)
-from .measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
+from .measure import MAX_FLOAT, WARM, MeasureErrorNo, MeasureInput, MeasureResult, check_cache_mode
 from compute.errors import InputError
 
 RECORD_VERSION = 1
@@ -141,6 +145,8 @@ def result_to_json(res: MeasureResult) -> dict:
         # Runners clean the names they report (``measure.host.clean_host``); checked again so
         # that no writer can put a line in the log that its readers would reject.
         out["host"] = check_host(res.host, "result.host")
+    if res.cache != WARM:  # warm lines stay as they were written before the modes existed
+        out["cache"] = check_cache_mode("result.cache", res.cache)
     return out
 
 
@@ -425,12 +431,13 @@ def parse_result(r: Any) -> MeasureResult:
     try:
         if host != "":
             check_host(host, "result.host")
+        cache = check_cache_mode("result.cache", r.get("cache", WARM))  # absent: warm (older)
     except (TypeError, ValueError) as err:
         raise RecordFormatError(str(err)) from None
     return MeasureResult(
         costs=parsed, error_no=error_no, error_msg=msg,
         all_cost=_num(r.get("all_cost", 0.0), "result.all_cost"),
-        timestamp=_num(r.get("timestamp", 0.0), "result.timestamp"), host=host)
+        timestamp=_num(r.get("timestamp", 0.0), "result.timestamp"), host=host, cache=cache)
 
 
 def decode_line(line: str | bytes, lineno: int = 0) -> RecordLine:

@@ -21,6 +21,25 @@ What one measurement does, in the worker:
    caches (``enable_cpu_cache_flush``); ``cooldown_interval`` seconds pass between repeats.
    Steps 3 and 4 are ``measure.timer.time_calls``, the one timing loop, given these settings.
 
+Warm or cold (``cache``). By default (``"warm"``) every call runs on the same buffers, so after the
+first one a kernel finds its weights, inputs and output in the caches: its cost alone, in a loop
+(``enable_cpu_cache_flush``, TVM's option, makes only the first call of each repeat cold). In a
+network every kernel reads what the kernels before it evicted: measured on MobileNet-V2, its
+kernels timed warm sum to 6.8 ms and run 10.0 ms in the network, a 1280x1000 classifier 0.07 ms
+alone and 0.34 in the network. ``"cold"`` times that condition: the worker makes further copies of
+the whole argument set (inputs with their values, outputs zeroed, each on 64 bytes, in one slab
+whose pages are all written and then evicted) and the native harness passes call ``i`` the set
+``i mod K``, the cycle carried on across warm-up and repeats. Sets are rotated rather than flushed
+so that no flush (milliseconds for a big set) sits inside the timed region and ``number`` can stay
+above 1 for a kernel of microseconds. ``K`` (``timer.rotation_sets``) makes the K sets at least
+twice the last-level cache of the CPUs the worker may run on (``target.last_level_cache_bytes``),
+so the K-1 calls between two uses of a set evict it: at least 2, at most 65536 sets, at most 1 GiB
+of copies (a set beyond that rotates alone: it is many times the cache and evicts its own start).
+The output rotates with the inputs: written to cold memory, as in the network. The correctness
+check is the first call, on the first set (the arrays of step 1). An input a network's previous
+kernel has just written may still be cached there, so cold is the pessimistic end of the range,
+warm the optimistic one.
+
 ``costs`` are seconds per call, one per repeat. Nothing of ours competes with the kernel's pool
 threads (``measure.thread_pool``) while it is timed (a preempted thread delays the end of every
 parallel loop by up to a chunk): the worker runs no other thread, ``measure_batch`` finishes
@@ -28,6 +47,7 @@ building before it runs, and the tuner blocks on the worker's socket meanwhile.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -41,7 +61,8 @@ from .builder import progress_mark
 from .checks import (MAX_REPEAT, MAX_TIMEOUT_S, check_count, check_memory_limit_gb,
                      check_nonnegative, check_seconds)
 from .host import this_host
-from .measure import MAX_FLOAT, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from .measure import (COLD, MAX_FLOAT, WARM, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult,
+                      check_cache_mode)
 from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
 
 INPUT_SEED = 0
@@ -150,7 +171,6 @@ def _compare(dag: Any, got: list[np.ndarray], want: list[np.ndarray]) -> str | N
 def run_job(key: str, dag_json: dict, compiled: Any, opts: dict) -> tuple[tuple[float, ...], int, str]:
     """Measure one compiled candidate: ``(costs, error_no, error_msg)``. Runs in the runner
     worker; exceptions become RUNTIME_DEVICE, a crash is seen by the parent."""
-    from . import timer  # noqa: PLC0415
     from .kernel import load  # noqa: PLC0415
 
     check = bool(opts["check_correctness"])
@@ -166,7 +186,7 @@ def run_job(key: str, dag_json: dict, compiled: Any, opts: dict) -> tuple[tuple[
             kernel.num_threads = int(opts["num_threads"])
         args, outs = _arguments(w, kernel.args, getattr(compiled, "packed_args", ()))
         ptrs = kernel.arg_pointers(*args)
-        timed = timer.Timer(kernel.address, ptrs)
+        timed, _slab = _timer(kernel.address, ptrs, args, opts.get("cache", WARM))
         per_call = None
         if check:
             per_call = timed(1)  # on the zero-filled outputs: these are the values checked
@@ -178,6 +198,21 @@ def run_job(key: str, dag_json: dict, compiled: Any, opts: dict) -> tuple[tuple[
         return tuple(costs), int(MeasureErrorNo.NO_ERROR), ""
     except Exception as e:  # noqa: BLE001 - loading or argument set-up failed
         return (MAX_FLOAT,), int(MeasureErrorNo.RUNTIME_DEVICE), f"{type(e).__name__}: {e}"
+
+
+def _timer(address: int, ptrs: list[int], args: list[np.ndarray], cache: str) -> tuple[Any, Any]:
+    """The native timer of one candidate and what it keeps alive: in cold mode, the further
+    argument sets it rotates through (``timer.rotation_sets`` of them in all, sized by this
+    machine's last-level cache), evicted from the caches once made."""
+    from . import buffers, target, timer  # noqa: PLC0415
+
+    if cache != COLD:
+        return timer.Timer(address, ptrs), None
+    n = timer.rotation_sets(sum(a.nbytes for a in args), target.last_level_cache_bytes())
+    slab, copies = buffers.argument_copies(args, n - 1)
+    if slab.size and timer.can_flush():
+        timer.flush(slab.ctypes.data, slab.nbytes)  # filled just now: the last ones were cached
+    return timer.Timer(address, ptrs, rotate=copies), slab
 
 
 # Idle-aware warm-up: measured on this host, a vCPU that has idled runs ~2.5x slower for its first
@@ -231,10 +266,11 @@ def built(br: BuildResult) -> bool:
     return br.error_no == MeasureErrorNo.NO_ERROR and br.compiled is not None
 
 
-def build_failure(br: BuildResult) -> MeasureResult:
-    """The measurement result of a candidate that did not build: its build error, never run."""
+def build_failure(br: BuildResult, cache: str = WARM) -> MeasureResult:
+    """The measurement result of a candidate that did not build: its build error, never run
+    (``cache``: the runner's mode, as on every result it returns)."""
     return MeasureResult((MAX_FLOAT,), int(br.error_no) or int(MeasureErrorNo.UNKNOWN),
-                         br.error_msg or "no compiled object", 0.0, host=br.host)
+                         br.error_msg or "no compiled object", 0.0, host=br.host, cache=cache)
 
 
 class RunnerBase(ABC):
@@ -246,13 +282,15 @@ class RunnerBase(ABC):
     ``number``, ``repeat``, ``min_repeat_ms``, ``warmup_ms``, ``cooldown_interval`` and
     ``enable_cpu_cache_flush`` are the timing loop's (``measure.timer.time_calls``);
     ``check_correctness`` compares the first call's outputs with the numpy reference (within
-    ``reference_timeout`` per workload); ``memory_limit_gb`` caps the timing process.
+    ``reference_timeout`` per workload); ``memory_limit_gb`` caps the timing process; ``cache``
+    is ``"warm"`` (every call on the same buffers) or ``"cold"`` (every call on arguments no cache
+    holds: see the module docstring), carried into every result (``MeasureResult.cache``).
     """
 
     def __init__(self, timeout: float = 10, number: int = 3, repeat: int = 1,
                  min_repeat_ms: float = 100, cooldown_interval: float = 0.0,
                  enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
-                 memory_limit_gb: float | None = 8.0, warmup_ms: float = 300):
+                 memory_limit_gb: float | None = 8.0, warmup_ms: float = 300, cache: str = WARM):
         who = type(self).__name__
         # NaN or inf would disable the timeout (and busy-spin the waiting parent) or overflow it.
         self.timeout = check_seconds(f"{who} timeout", timeout)
@@ -266,6 +304,7 @@ class RunnerBase(ABC):
         self.check_correctness = bool(check_correctness)
         self.memory_limit_gb = check_memory_limit_gb(who, memory_limit_gb)
         self.warmup_ms = check_nonnegative(f"{who} warmup_ms", warmup_ms, MAX_TIMEOUT_S * 1e3)
+        self.cache = check_cache_mode(f"{who} cache", cache)
         self.reference_timeout = REFERENCE_TIMEOUT
 
     def settings(self) -> dict:
@@ -278,7 +317,7 @@ class RunnerBase(ABC):
         return {"number": self.number, "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
                 "cooldown_interval": self.cooldown_interval, "warmup_ms": self.warmup_ms,
                 "enable_cpu_cache_flush": self.enable_cpu_cache_flush,
-                "check_correctness": self.check_correctness}
+                "check_correctness": self.check_correctness, "cache": self.cache}
 
     @abstractmethod
     def run(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult],
@@ -307,12 +346,12 @@ class LocalRunner(RunnerBase):
     def __init__(self, timeout: float = 10, number: int = 3, repeat: int = 1,
                  min_repeat_ms: float = 100, cooldown_interval: float = 0.0,
                  enable_cpu_cache_flush: bool = False, check_correctness: bool = False,
-                 memory_limit_gb: float | None = 8.0, warmup_ms: float = 300):
+                 memory_limit_gb: float | None = 8.0, warmup_ms: float = 300, cache: str = WARM):
         super().__init__(timeout=timeout, number=number, repeat=repeat,
                          min_repeat_ms=min_repeat_ms, cooldown_interval=cooldown_interval,
                          enable_cpu_cache_flush=enable_cpu_cache_flush,
                          check_correctness=check_correctness, memory_limit_gb=memory_limit_gb,
-                         warmup_ms=warmup_ms)
+                         warmup_ms=warmup_ms, cache=cache)
         self._pool: WorkerPool | None = None
         self._prepared: set[str] = set()  # workloads set up in the current worker incarnation
         self._prepared_restarts = 0
@@ -355,7 +394,7 @@ class LocalRunner(RunnerBase):
         for inp, br in zip(inputs, build_results):
             t0 = time.monotonic()
             if not built(br):
-                res = build_failure(br)
+                res = build_failure(br, self.cache)
             else:
                 key = inp.task.workload_key
                 if key not in dag_json:
@@ -379,6 +418,12 @@ class LocalRunner(RunnerBase):
         return self._run_one(workload_key, dag_json, compiled, opts, time.monotonic())
 
     def _run_one(self, key: str, dag_json: dict, compiled: Any, opts: dict, t0: float) -> MeasureResult:
+        res = self._measure_one(key, dag_json, compiled, opts, t0)
+        # Failures too: a resumed run in the other mode measures the candidate again.
+        return res if res.cache == opts["cache"] else dataclasses.replace(res, cache=opts["cache"])
+
+    def _measure_one(self, key: str, dag_json: dict, compiled: Any, opts: dict,
+                     t0: float) -> MeasureResult:
         host = this_host()
         failed = self._prepare(key, dag_json)
         if failed is not None:

@@ -1,7 +1,8 @@
 """The host: LLVM target machines (one per thread and target), their identity, O3, machine facts.
 
 The machine facts - CPU model name, usable cores (the process's affinity mask, not
-``os.cpu_count()``), the thread count kernels run with, cache line and cache sizes - are read here
+``os.cpu_count()``), the thread count kernels run with, cache line and cache sizes (the last-level
+cache as the usable CPUs see it, for cold timing) - are read here
 and nowhere else; ``host_hardware_params()`` hands them to the search as data, the benchmark
 report (``ansor.bench.timing.machine_info``) names them.
 
@@ -176,6 +177,69 @@ def cache_bytes() -> dict[str, int | None]:
     """L1 data, L2 and L3 cache sizes in bytes (None where the OS does not report one)."""
     return {"l1d": _sysconf("SC_LEVEL1_DCACHE_SIZE"), "l2": _sysconf("SC_LEVEL2_CACHE_SIZE"),
             "l3": _sysconf("SC_LEVEL3_CACHE_SIZE")}
+
+
+# Where sysfs describes each CPU's caches, and the last-level cache assumed where nothing says.
+SYSFS_CPUS = "/sys/devices/system/cpu"
+FALLBACK_LLC_BYTES = 32 << 20
+
+
+def _size_bytes(text: str) -> int | None:
+    """sysfs's ``32768K`` / ``1M`` / ``512`` in bytes, None if unreadable."""
+    text = text.strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in "KMG" else text
+    return int(digits) * scale if digits.isdigit() and int(digits) > 0 else None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def llc_from_sysfs(cpus: "set[int] | list[int]", root: str = SYSFS_CPUS) -> int | None:
+    """Bytes of the last-level data cache the CPUs ``cpus`` use, from sysfs: the highest-level
+    data or unified cache of each, each distinct instance (its ``shared_cpu_list``) counted
+    once, summed (CPUs spread over two L3 slices have both); None where sysfs says nothing."""
+    found: dict[tuple[int, str], int] = {}
+    for cpu in sorted(cpus):
+        base = os.path.join(root, f"cpu{cpu}", "cache")
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith("index"):
+                continue
+            d = os.path.join(base, name)
+            level, kind, size = _read(f"{d}/level"), _read(f"{d}/type"), _read(f"{d}/size")
+            if not (level and level.isdigit()) or kind not in ("Data", "Unified") or size is None:
+                continue
+            nbytes = _size_bytes(size)
+            if nbytes is not None:
+                found[(int(level), _read(f"{d}/shared_cpu_list") or f"cpu{cpu}")] = nbytes
+    if not found:
+        return None
+    top = max(level for level, _ in found)
+    return sum(n for (level, _), n in found.items() if level == top)
+
+
+@lru_cache(maxsize=1)
+def last_level_cache_bytes() -> int:
+    """The last-level cache of the CPUs this process may run on (its affinity mask), in bytes:
+    sysfs (``llc_from_sysfs``), else what the OS reports for L3 or L2, else
+    ``FALLBACK_LLC_BYTES``. (sysconf's L3 is not trusted first: on this Zen 4 VM it reports
+    320 MiB, sysfs the 32 MiB the two CPUs share.) What a cold timing must exceed
+    (``measure.runner``)."""
+    try:
+        cpus = set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = set(range(logical_cpus()))
+    caches = cache_bytes()
+    return llc_from_sysfs(cpus) or caches["l3"] or caches["l2"] or FALLBACK_LLC_BYTES
 
 
 def host_hardware_params(target: Target | str | None = None) -> HardwareParams:

@@ -12,12 +12,18 @@ Timing a small kernel from Python adds the ctypes call, argument conversion and 
 loop to every call (microseconds, as much as the kernel itself for small workloads). The harness is
 a few lines of LLVM IR, compiled once per process and per argument count:
 
-    double ansor_time_N(ptr fn, ptr args, i64 number)
+    double ansor_time_N(ptr fn, ptr sets, i64 number, i64 nsets, i64 start)
 
-loads the N argument pointers from ``args``, reads CLOCK_MONOTONIC, calls ``fn`` ``number`` times
-through the pointer and reads the clock again; only one ctypes call per repeat remains, outside the
-timed region. ``ansor_clflush(ptr, i64)`` evicts a buffer from every cache level (clflush on each
-line, then a fence) so a repeat can start cold.
+reads CLOCK_MONOTONIC, calls ``fn`` ``number`` times through the pointer and reads the clock again;
+only one ctypes call per repeat remains, outside the timed region. ``sets`` holds ``nsets`` argument
+sets of N pointers each; call ``i`` passes set ``(start + i) mod nsets``. With one set every call
+runs on the same buffers (warm: what was timed before cold mode existed, the loads of N pointers
+from L1 aside); with several (``Timer(..., rotate=...)``, the runner's cold mode) each call finds
+its arguments where the calls since its set's last use evicted them, and nothing but the calls is
+timed (no flush inside the timed region). ``rotation_sets`` says how many sets make that so.
+``ansor_clflush(ptr, i64)`` evicts a buffer from every cache level (clflush on each line, then a
+fence) so a repeat can start cold. (A network's kernels in order, each timed where it runs, are
+``measure.call_chain``'s: ``NetworkModule.profile``.)
 """
 from __future__ import annotations
 
@@ -36,9 +42,10 @@ from . import target
 CLOCK_MONOTONIC = 1  # Linux <time.h>
 
 _LOCK = threading.Lock()
-_HARNESS: dict[object, tuple[object, object]] = {}  # arity / "flush" -> (engine, ctypes function)
+_HARNESS: dict[object, tuple[object, object]] = {}  # arity / "flush" -> (engine, fn)
 
-_TIME_PROTO = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+_TIME_PROTO = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                               ctypes.c_int64, ctypes.c_int64)
 _FLUSH_PROTO = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
 
 
@@ -47,25 +54,33 @@ def _header() -> list[str]:
 
 
 def timer_ir(n_args: int) -> str:
-    """IR of ``ansor_time_<n_args>``; at least one call is made even if ``number`` < 1."""
+    """IR of ``ansor_time_<n_args>``; at least one call is made even if ``number`` < 1; ``start``
+    must be below ``nsets``."""
     loads = []
     for i in range(n_args):
-        loads.append(f"  %p{i} = getelementptr ptr, ptr %args, i64 {i}")
+        loads.append(f"  %p{i} = getelementptr ptr, ptr %set, i64 {i}")
         loads.append(f"  %a{i} = load ptr, ptr %p{i}, align 8")
     call_args = ", ".join(f"ptr %a{i}" for i in range(n_args))
     return "\n".join(_header() + [
         "declare i32 @clock_gettime(i32, ptr)",
         "",
-        f"define double @ansor_time_{n_args}(ptr %fn, ptr %args, i64 %number) {{",
+        f"define double @ansor_time_{n_args}(ptr %fn, ptr %sets, i64 %number, i64 %nsets, "
+        "i64 %start) {",
         "entry:",
         "  %t0 = alloca [2 x i64], align 8",
         "  %t1 = alloca [2 x i64], align 8",
-        *loads,
         f"  call i32 @clock_gettime(i32 {CLOCK_MONOTONIC}, ptr %t0)",
         "  br label %loop",
         "loop:",
         "  %i = phi i64 [ 0, %entry ], [ %next, %loop ]",
+        "  %j = phi i64 [ %start, %entry ], [ %jn, %loop ]",
+        f"  %off = mul i64 %j, {n_args}",
+        "  %set = getelementptr ptr, ptr %sets, i64 %off",
+        *loads,
         f"  call void %fn({call_args})",
+        "  %j1 = add i64 %j, 1",
+        "  %wrap = icmp sge i64 %j1, %nsets",
+        "  %jn = select i1 %wrap, i64 0, i64 %j1",
         "  %next = add i64 %i, 1",
         "  %more = icmp slt i64 %next, %number",
         "  br i1 %more, label %loop, label %done",
@@ -127,18 +142,49 @@ def _compile(key: object, ir: str, symbol: str, proto: type) -> object:
 
 
 class Timer:
-    """Times ``void fn(ptr...)`` on fixed argument pointers: ``timer(number)`` returns the seconds
-    that ``number`` back-to-back calls took."""
+    """Times ``void fn(ptr...)``: ``timer(number)`` returns the seconds that ``number``
+    back-to-back calls took. ``pointers``: the arguments; ``rotate``: further argument sets (same
+    arity), the calls cycling through all of them (``pointers`` first), the cycle carried on from
+    one ``timer(number)`` to the next, so a set's next use always comes ``sets`` calls after its
+    last one."""
 
-    def __init__(self, fn_address: int, pointers: Sequence[int]):
+    def __init__(self, fn_address: int, pointers: Sequence[int],
+                 rotate: Sequence[Sequence[int]] = ()):
         n = len(pointers)
+        if any(len(s) != n for s in rotate):
+            raise ValueError(f"Timer: every argument set needs {n} pointers")
         self._fn = _compile(n, timer_ir(n), f"ansor_time_{n}", _TIME_PROTO)
         self._address = fn_address
-        self._args = (ctypes.c_void_p * max(1, n))(*pointers)
+        flat = [int(p) for p in pointers] + [int(p) for s in rotate for p in s]
+        self.sets = 1 + len(rotate)
+        self._args = (ctypes.c_void_p * max(1, len(flat)))(*flat)
         self._args_address = ctypes.addressof(self._args)
+        self._next = 0  # the set the next call takes
 
     def __call__(self, number: int) -> float:
-        return float(self._fn(self._address, self._args_address, max(1, int(number))))
+        number = max(1, int(number))
+        elapsed = float(self._fn(self._address, self._args_address, number, self.sets, self._next))
+        self._next = (self._next + number) % self.sets
+        return elapsed
+
+
+# Cold timing (``rotation_sets``): the argument sets one rotation cycles through hold at least
+# this many times the last-level cache, so that the calls between two uses of a set evict it.
+COLD_LLC_FACTOR = 2
+# Caps of a rotation: its sets (their pointers and per-set bookkeeping) and the bytes of the
+# copies beyond the first set (the worker's address space is capped too: ``memory_limit_gb``).
+MAX_ROTATION_SETS = 1 << 16
+MAX_ROTATION_EXTRA_BYTES = 1 << 30
+
+
+def rotation_sets(set_bytes: int, llc_bytes: int) -> int:
+    """Argument sets a cold timing rotates through: enough that ``sets x set_bytes`` is at least
+    ``COLD_LLC_FACTOR`` last-level caches, at least 2, at most ``MAX_ROTATION_SETS`` and no more
+    than ``MAX_ROTATION_EXTRA_BYTES`` of copies beyond the first set. A set bigger than the cap
+    rotates alone (1): a kernel streaming through many times the cache evicts its own start."""
+    set_bytes = max(1, int(set_bytes))
+    want = max(2, math.ceil(COLD_LLC_FACTOR * max(1, int(llc_bytes)) / set_bytes))
+    return max(1, min(want, MAX_ROTATION_SETS, 1 + MAX_ROTATION_EXTRA_BYTES // set_bytes))
 
 
 def can_flush() -> bool:

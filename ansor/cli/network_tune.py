@@ -13,7 +13,8 @@ one shared library (``--export``, default ``LOG-lib/net.so``; ``network_export``
 lines that run it with numpy only. With ``--cluster
 ADDRESS`` the candidates are built and measured on a Dask cluster (``ansor.cli.cluster``).
 The options shared with ``ansor tune`` (--log, --trials, --timeout, --cost-model, -v/-q, ...)
-come from ``ansor.cli.options`` and mean the same here.
+come from ``ansor.cli.options`` and mean the same here; --cache defaults to cold here (warm in
+``ansor tune``): every candidate is timed on arguments no cache holds, as the network runs it.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import sys
 import time
 
 from ansor import argtypes
+from measure.measure import COLD
 
 from . import options
 from .cluster import RESUME_HINT
@@ -71,7 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         q, log_help="default MODEL.json in the current directory: the zoo name, or the ONNX "
         "file's name without .onnx",
         trials_help=f"over all tasks; default {DEFAULT_TRIALS}",
-        per_round_help=f"capped at trials / tasks; default {DEFAULT_PER_ROUND}")
+        per_round_help=f"capped at trials / tasks; default {DEFAULT_PER_ROUND}",
+        cache_default=COLD)  # a network's kernels run on data the ones before them evicted
     q.set_defaults(func=cmd_tune)
     return q
 
@@ -165,7 +168,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         side_plot(history.path, f"{args.log}.latency.png")
     est = res.estimated_latency
     print("estimated latency: " + ("- (some task has no valid schedule)" if est is None
-                                   else f"{est * 1e3:.3f} ms (sum of weight x best task latency"
+                                   else f"{est * 1e3:.3f} ms (sum of weight x best task latency timed {args.cache}"
                                    + (" over every layout variant; the layout choice below estimates "
                                       "the network)" if variants is not None else ")")))
     if res.interrupted:
@@ -177,7 +180,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.log):
         return 0
     if variants is not None:
-        code = _choose_layouts(g, args.log, variants)
+        code = _choose_layouts(g, args.log, variants, args.cache)
         if code:
             return code
     if args.rounds == 0 or args.target != "native":  # the comparison below compiles natively
@@ -216,14 +219,14 @@ def side_plot(history: str, out: str) -> None:
               f"{why.splitlines()[0]}", file=sys.stderr)
 
 
-def _choose_layouts(g, log: str, variants) -> int:
+def _choose_layouts(g, log: str, variants, cache: str) -> int:
     """Solve the network's layouts from the log (transform kernels measured as needed), print
     and record the choice. ``variants``: the plan's groups with their candidate layouts."""
     from ansor.graph.layout_tuning import LayoutFileError, sidecar_path, solve_layouts  # noqa: PLC0415
     from ansor.graph.layout_solver import LayoutSolverError  # noqa: PLC0415
 
     try:
-        choice = solve_layouts(g, log, variants=variants)
+        choice = solve_layouts(g, log, variants=variants, cache=cache)  # transforms timed as the tasks
     except (LayoutFileError, LayoutSolverError) as err:
         print(f"ansor network tune: layout tuning: {err}", file=sys.stderr)
         return 1

@@ -2,7 +2,7 @@
 network tune`` had grown two dialects - different flags, defaults and bounds for the same idea).
 
 ``add_tuning_options`` gives a command --log, --trials, --per-round, --early-stopping, --seed,
---population, --timeout, --min-repeat-ms, --cost-model, --threads, --target, --cluster and -v/-q, with one
+--population, --timeout, --min-repeat-ms, --cache, --cost-model, --threads, --target, --cluster and -v/-q, with one
 type, bound and meaning each; the functions below turn the parsed values into what the tuners
 take (the cost model, the builder and runner, ``TuningOptions``), so both commands hand the same
 option to the same place. ``add_threads_option`` gives --threads to the other commands that run
@@ -22,6 +22,7 @@ from typing import Any, Iterator, Sequence
 from ansor import argtypes
 from cost_model import LGBModel, RandomModel
 from measure.checks import MAX_TIMEOUT_S
+from measure.measure import CACHE_MODES, WARM
 from measure.runtime import ENV_NUM_THREADS
 from sketch.search_params import SearchParams
 
@@ -104,10 +105,17 @@ def add_measurement_options(p: argparse.ArgumentParser, timeout_default: str) ->
                    f"{DEFAULT_MIN_REPEAT_MS:g})")
 
 
+CACHE_HELP = ("how candidates are timed: 'warm' (every call on the same buffers: the kernel "
+              "alone, in a loop) or 'cold' (every call on arguments no cache holds: the kernel "
+              "in a network, after others evicted its weights and activations)")
+
+
 def add_tuning_options(p: argparse.ArgumentParser, *, log_help: str, trials_help: str,
-                       per_round_help: str, timeout_help: str = f"{DEFAULT_TIMEOUT_S:g}") -> None:
+                       per_round_help: str, timeout_help: str = f"{DEFAULT_TIMEOUT_S:g}",
+                       cache_default: str = WARM) -> None:
     """The options every tuning command takes, with the same names, types, bounds and meaning.
-    ``*_help``: what the command's default for --log, --trials, --per-round, --timeout is."""
+    ``*_help``: what the command's default for --log, --trials, --per-round, --timeout is;
+    ``cache_default``: its timing mode (--cache; warm for one kernel, cold for a network)."""
     p.add_argument("--log", metavar="FILE",
                    help=f"record file: appended each round, resumed from if it exists ({log_help})")
     p.add_argument("--trials", type=argtypes.trials, metavar="N",
@@ -124,6 +132,10 @@ def add_tuning_options(p: argparse.ArgumentParser, *, log_help: str, trials_help
                    help=f"evolutionary search population per round (default 2048, as Ansor; "
                    f"smaller is faster; at least {MIN_POPULATION})")
     add_measurement_options(p, timeout_help)
+    p.add_argument("--cache", choices=CACHE_MODES, default=cache_default,
+                   help=f"{CACHE_HELP} (default {cache_default}); records say which, and a run "
+                   "resumes only its own mode's")
+    p.set_defaults(cache_default=cache_default)  # the tuner's own runner times in this mode
     p.add_argument("--cost-model", dest="cost_model", default="learned", metavar="MODEL",
                    help=COST_MODEL_HELP)
     add_threads_option(p)
@@ -219,9 +231,14 @@ def load_cost_model(spec: str, seed: int | None) -> Any:
 
 
 def runner_settings(ns: argparse.Namespace, base: dict | None = None) -> dict:
-    """The runner's settings: ``base`` (a command's own, e.g. the quick start's) with --timeout
-    and --min-repeat-ms where given; empty when neither says anything (the tuner's runner)."""
+    """The runner's settings: ``base`` (a command's own, e.g. the quick start's) with --timeout,
+    --min-repeat-ms where given and --cache where it is not the command's default (the tuner's
+    own runner times in that mode: ``SearchTask.tune`` warm, ``TaskScheduler`` cold); empty when
+    nothing says anything (the tuner's runner)."""
     settings = dict(base or {})
+    cache = getattr(ns, "cache", None)
+    if cache is not None and cache != getattr(ns, "cache_default", WARM):
+        settings["cache"] = cache
     if ns.timeout is not None:
         settings["timeout"] = ns.timeout
     if ns.min_repeat_ms is not None:
@@ -233,8 +250,9 @@ def open_measurers(ns: argparse.Namespace, prog: str, settings: dict) -> dict | 
     """``builder``/``runner`` for ``TuningOptions`` (to close after the run): the cluster's
     with --cluster, a ``LocalRunner`` with ``settings``, or none (the tuner's own); or the exit
     code of a cluster that cannot be reached (printed)."""
-    if ns.cluster is not None:
-        opened = open_cluster(ns.cluster, prog, **settings)
+    if ns.cluster is not None:  # the mode always said: a DaskRunner's default is warm
+        cache = {"cache": ns.cache} if getattr(ns, "cache", None) is not None else {}
+        opened = open_cluster(ns.cluster, prog, **{**cache, **settings})
         if isinstance(opened, int):
             return opened
         return dict(builder=opened[0], runner=opened[1])

@@ -230,7 +230,9 @@ def link(plan: NetworkPlan, schedules: Sequence[Any]) -> NetworkModule:
                 args.append(len(specs))
                 specs.append(("const", f"c{len(specs)}"))
         args.append(base + planned[o.group.output])
-        steps.append(_Step(kernel, args, o.group.name))
+        ti = plan.task_of.get(i)
+        steps.append(_Step(kernel, args, o.group.name,
+                           task="" if ti is None else plan.tasks[ti].workload_key))
     views: dict[tuple[int, tuple[int, ...]], int] = {}
 
     def view(bid: int, shape: tuple[int, ...]) -> int:
@@ -320,7 +322,8 @@ def load_module(path: str | os.PathLike) -> NetworkModule:
                                                  target=built_for.name)))
         steps = [_Step(kernels[int(s["kernel"])], [int(b) for b in s["args"]], str(s["name"]),
                        s.get("transform", False) is True,
-                       meta["kernels"][int(s["kernel"])].get("one_thread", False) is True)
+                       meta["kernels"][int(s["kernel"])].get("one_thread", False) is True,
+                       str(s.get("task", "")))
                  for s in meta["steps"]]
         for s in steps:
             if any(not 0 <= b < len(specs) for b in s.args):

@@ -27,7 +27,9 @@ The sidecar ``LOG.layouts.jsonl`` beside the tuning log holds the measured trans
 (cached: a later run measures only what is missing) and the choices, one JSON object a line. It
 is untrusted input like a record file: every line is validated on load (kind, shapes, layout
 names, finite non-negative seconds) and a bad one is refused with an error naming the file and
-line; nothing in it is executed. Transform costs measured on another toolchain are ignored.
+line; nothing in it is executed. Transform costs measured on another toolchain, or timed in the
+other cache mode than the run's (``measure.runner``; cold unless a given runner says otherwise, as
+the task scheduler times the variants; an entry without ``cache`` was warm), are ignored.
 
 A value read by several consumers in one other layout is transformed once at run time but
 counted per consumer edge by the solver (as TVM's graph tuner does).
@@ -47,6 +49,7 @@ import numpy as np
 
 from compute.compute_dag import ComputeDAG
 from measure.local import measure_batch
+from measure.measure import COLD, WARM, check_cache_mode
 from measure.measure import MeasureInput
 from measure.measurers import LOCAL, Measurers
 from measure.protocols import Builder, Runner
@@ -222,19 +225,19 @@ def transform_state(key: TransformKey) -> Any:
 
 
 def measure_transforms(keys: Sequence[TransformKey], builder: Builder | None = None,
-                       runner: Runner | None = None,
-                       repeats: int = 3) -> dict[TransformKey, float]:
+                       runner: Runner | None = None, repeats: int = 3,
+                       cache: str = COLD) -> dict[TransformKey, float]:
     """Seconds per call of each transform kernel, built and timed like a tuning candidate
-    (``LocalBuilder``/``LocalRunner`` unless given), ``repeats`` times, the median kept (one
-    measurement on a busy host can be far off, and the cost is cached); a failure costs ``inf``
-    (never chosen)."""
+    (``LocalBuilder``/``LocalRunner(cache=cache)`` unless given), ``repeats`` times, the median
+    kept (one measurement on a busy host can be far off, and the cost is cached); a failure costs
+    ``inf`` (never chosen)."""
     if not keys:
         return {}
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"measure_transforms repeats must be a positive integer, got {repeats!r}")
     samples: dict[TransformKey, list[float]] = {k: [] for k in keys}
     with Measurers(builder if builder is not None else LOCAL,
-                   runner if runner is not None else LOCAL) as m:
+                   runner if runner is not None else LOCAL, cache=cache) as m:
         inputs = [MeasureInput(SearchTask(tensors=transform_dag(k), desc=k.desc()), transform_state(k))
                   for k in keys]
         for _ in range(repeats):
@@ -265,7 +268,7 @@ def _layout_field(entry: dict, name: str, path: Path, lineno: int) -> str:
     return _layout_name(entry.get(name), repr(name), path, lineno)
 
 
-def _parse_transform(entry: dict, path: Path, lineno: int) -> tuple[TransformKey, float] | None:
+def _parse_transform(entry: dict, path: Path, lineno: int) -> tuple[TransformKey, float, str] | None:
     shape = entry.get("shape")
     if (not isinstance(shape, list) or len(shape) != 4
             or not all(type(d) is int and 1 <= d <= MAX_DIM for d in shape)):
@@ -289,7 +292,11 @@ def _parse_transform(entry: dict, path: Path, lineno: int) -> tuple[TransformKey
         raise _bad(path, lineno, f"'target' must be a toolchain key string, got {target!r:.40}")
     if target != toolchain_key():
         return None  # measured on another machine: not a cost here
-    return TransformKey(tuple(shape), dtype, src, dst), float(sec)
+    try:
+        mode = check_cache_mode("'cache'", entry.get("cache", WARM))
+    except ValueError as e:
+        raise _bad(path, lineno, str(e)) from None
+    return TransformKey(tuple(shape), dtype, src, dst), float(sec), mode
 
 
 def _parse_choice(entry: dict, path: Path, lineno: int) -> tuple[str, tuple[str, ...]]:
@@ -302,11 +309,11 @@ def _parse_choice(entry: dict, path: Path, lineno: int) -> tuple[str, tuple[str,
     return net, tuple(_layout_name(lay, f"layouts[{k}]", path, lineno) for k, lay in enumerate(lays))
 
 
-def read_sidecar(path: str | os.PathLike
+def read_sidecar(path: str | os.PathLike, cache: str | None = None
                  ) -> tuple[dict[TransformKey, float], dict[str, tuple[tuple[str, ...], int]]]:
-    """Transform costs measured with this toolchain, and per network key the chosen layouts with
-    the line they are on (later lines win). ``LayoutFileError`` names the file and line of the
-    first bad entry."""
+    """Transform costs measured with this toolchain (timed in mode ``cache`` if given), and per
+    network key the chosen layouts with the line they are on (later lines win).
+    ``LayoutFileError`` names the file and line of the first bad entry."""
     p = Path(path)
     costs: dict[TransformKey, float] = {}
     choices: dict[str, tuple[tuple[str, ...], int]] = {}
@@ -339,7 +346,7 @@ def read_sidecar(path: str | os.PathLike
             kind = entry.get("kind")
             if kind == "transform":
                 parsed = _parse_transform(entry, p, lineno)
-                if parsed is not None:
+                if parsed is not None and cache in (None, parsed[2]):
                     costs[parsed[0]] = parsed[1]
             elif kind == "choice":
                 net, lays = _parse_choice(entry, p, lineno)
@@ -355,10 +362,12 @@ def _append(path: Path, entries: Sequence[dict]) -> None:
             f.write(json.dumps({"version": FORMAT_VERSION, **e}, allow_nan=False) + "\n")
 
 
-def write_transform_costs(path: str | os.PathLike, costs: dict[TransformKey, float]) -> None:
-    """Append measured transform costs (finite ones; a failed build is not cached)."""
+def write_transform_costs(path: str | os.PathLike, costs: dict[TransformKey, float],
+                          cache: str = WARM) -> None:
+    """Append transform costs timed ``cache`` (finite ones; a failed build is not cached)."""
+    mode = {} if check_cache_mode("cache", cache) == WARM else {"cache": cache}
     _append(Path(path), [{"kind": "transform", "shape": list(k.shape), "dtype": k.dtype, "src": k.src,
-                          "dst": k.dst, "seconds": c, "target": toolchain_key()}
+                          "dst": k.dst, "seconds": c, "target": toolchain_key(), **mode}
                          for k, c in costs.items() if math.isfinite(c)])
 
 
@@ -436,7 +445,8 @@ def build_problem(graph: Graph, variants: Sequence[GroupVariants], group_costs: 
 def solve_layouts(graph: Graph, log_file: str | os.PathLike, builder: Builder | None = None,
                   runner: Runner | None = None,
                   hw: HardwareParams | None = None, record: bool = True,
-                  variants: Sequence[GroupVariants] | None = None) -> LayoutChoice:
+                  variants: Sequence[GroupVariants] | None = None,
+                  cache: str | None = None) -> LayoutChoice:
     """Pick each group's layout from the variants' best times in ``log_file`` and the transform
     costs (cached in the sidecar; the missing ones measured now and appended), solve, and append
     the choice to the sidecar (``record``). ``variants``: ``layout_variants`` of the network when
@@ -444,12 +454,14 @@ def solve_layouts(graph: Graph, log_file: str | os.PathLike, builder: Builder | 
     variants = list(variants) if variants is not None else layout_variants(graph, hw)
     occ = [v.occurrence for v in variants]
     side = sidecar_path(log_file)
-    cached, _ = read_sidecar(side)
+    # Transforms timed as the variants were: ``cache``, else the runner's, else cold.
+    mode = cache or (COLD if runner is None else getattr(runner, "cache", WARM))
+    cached, _ = read_sidecar(side, mode)
     needed = needed_transforms(graph, variants)
     missing = [k for k in needed if k not in cached]
-    fresh = measure_transforms(missing, builder, runner)
+    fresh = measure_transforms(missing, builder, runner, cache=mode)
     if fresh:
-        write_transform_costs(side, fresh)
+        write_transform_costs(side, fresh, mode)
     costs = {**cached, **fresh}
     used = {k: costs[k] for k in needed}
     gcosts = _group_costs(variants, graph, log_file)

@@ -1,19 +1,29 @@
 """Timing a compiled network (``NetworkModule.benchmark``): an inference's time and the executor's
-own dispatch cost beside it; and the per-kernel choice of one thread or all
+own dispatch cost beside it; each kernel's time inside the running network
+(``NetworkModule.profile``); and the per-kernel choice of one thread or all
 (``NetworkModule.pick_kernel_threads``).
 
 An inference is one native call of the module's call chain (``measure.call_chain``: every kernel
 called in order on precomputed pointers, no Python between kernels), timed by the native harness
 and the one timing loop (``measure.timer``) like a kernel. The dispatch cost is the same chain with
 a native no-op in place of each kernel: what the executor adds to the kernels' time.
+
+A profile runs the same chain with the clock read between consecutive calls
+(``CallTable.profile``), for as many inferences as make one repeat of ``min_repeat_ms``; a step's
+figure is its median over those inferences. Each kernel finds the caches as the kernels before it
+left them, which is what a kernel timed alone (warm or cold, ``measure.runner``) only
+approximates.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
 import statistics
 from functools import lru_cache
 from typing import Any, Sequence
+
+import numpy as np
 
 from measure import timer
 from measure.call_chain import CallTable
@@ -48,6 +58,15 @@ def benchmark_table(table: CallTable, calls: list[tuple[int, list[int]]], repeat
                                 number=DISPATCH_REPS).median
     return {"mean": mean, "overhead": overhead, "overhead_share": overhead / mean if mean else 0.0,
             "kernels": len(calls)}
+
+
+def profile_table(table: CallTable, min_repeat_ms: float, warmup_ms: float) -> list[float]:
+    """Median seconds of each call of ``table`` over the inferences of one ``min_repeat_ms``
+    repeat (at least 5), after ``warmup_ms`` of warm-up that also estimates an inference."""
+    run = timer.Timer(table.chain.address, [table.address])
+    warm = timer.time_calls(run, repeat=1, warmup_s=max(0.0, warmup_ms) / 1e3)
+    passes = max(5, math.ceil(max(0.0, min_repeat_ms) / 1e3 / max(warm.median, 1e-9)))
+    return [float(t) for t in np.median(table.profile(passes), axis=0)]
 
 
 def pick_threads(kernels: Sequence[tuple[Any, Sequence[int]]], threads: int, rounds: int = 3,

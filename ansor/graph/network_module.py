@@ -22,7 +22,7 @@ from compute import dtype as dt
 
 from .ir import GraphError, TensorType, display_name
 from .ir_types import numpy_dtype
-from .module_benchmark import benchmark_table, pick_threads
+from .module_benchmark import benchmark_table, pick_threads, profile_table
 from .module_contexts import Context, ContextPool, default_limit, materialise, own_nbytes
 from .module_target import target_entry
 
@@ -38,6 +38,7 @@ class _Step:
     name: str  # subgraph name, for profiles
     transform: bool = False  # a layout transform between two groups (``layouts``)
     one_thread: bool = False  # its kernel runs on one thread (``pick_kernel_threads``)
+    task: str = ""  # the workload key of its tuning task ("" for a transform or a non-task group)
 
 
 class NetworkModule:
@@ -194,21 +195,22 @@ class NetworkModule:
         finally:
             self._contexts.give(ctx)
 
-    def profile(self, passes: int = 50, warmup: int = 5) -> list[dict[str, Any]]:
-        """Each kernel call's time inside the running network: per step, in order, its subgraph
-        ``name``, kernel ``symbol``, whether it is a layout ``transform``, and the median
-        ``seconds`` over ``passes`` inferences (after ``warmup`` untimed ones), each call timed
-        between its neighbours (``measure.call_chain``: the clock is read natively between
-        calls), so with the caches as the network leaves them."""
-        ctx = self._contexts.take()
+    def profile(self, min_repeat_ms: float = 200, warmup_ms: float = 200) -> list[dict[str, Any]]:
+        """Each kernel call's time inside the running network (``module_benchmark.profile_table``:
+        the module's call chain with the clock read natively between consecutive calls, median
+        over the inferences of one ``min_repeat_ms`` repeat after ``warmup_ms`` of warm-up): per
+        step in run order, ``name`` (the fused group, or the transform), ``symbol`` (its kernel),
+        ``task`` (its tuning task's workload key; "" for a transform, a group that is no task, or
+        a module loaded from an export older than the field), ``transform`` and ``seconds``.
+        Each kernel finds the caches as the kernels before it left them; the sum is about
+        ``benchmark()['mean']`` less the executor's dispatch."""
+        ctx = self._contexts.take()  # one context, as ``benchmark`` times
         try:
-            for _ in range(max(0, int(warmup))):
-                ctx.execute()
-            seconds = np.median(ctx.table.profile(passes), axis=0)
+            secs = profile_table(ctx.table, min_repeat_ms, warmup_ms)
         finally:
             self._contexts.give(ctx)
-        return [{"name": s.name, "symbol": s.kernel.compiled.name, "transform": s.transform,
-                 "seconds": float(t)} for s, t in zip(self._steps, seconds)]
+        return [{"name": s.name, "symbol": s.kernel.compiled.name, "task": s.task,
+                 "transform": s.transform, "seconds": t} for s, t in zip(self._steps, secs)]
 
     # ---- export / load --------------------------------------------------------------------
     def export(self, path: str | os.PathLike) -> Path:
@@ -223,7 +225,7 @@ class NetworkModule:
                 kernels[id(s.kernel)] = len(kernel_list)
                 kernel_list.append(s.kernel)
             plan.append({"kernel": kernels[id(s.kernel)], "args": s.args, "name": s.name,
-                         "transform": s.transform})
+                         "transform": s.transform, "task": s.task})
         for i, k in enumerate(kernel_list):
             c = k.compiled
             (out / f"kernel{i}.ll").write_text(c.llvm_ir)

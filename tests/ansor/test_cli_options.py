@@ -111,7 +111,8 @@ def test_the_runner_settings_reach_a_cluster_alike(command, monkeypatch, tmp_pat
     monkeypatch.setattr(cli_options, "open_cluster", open_cluster)
     assert main(command + ["--cluster", "tcp://127.0.0.1:1", "--timeout", "3",
                            "--min-repeat-ms", "5"]) == 2
-    assert seen == {"timeout": 3.0, "min_repeat_ms": 5.0}
+    # The timing mode too, each command's default: warm for one kernel, cold for a network.
+    assert seen == {"timeout": 3.0, "min_repeat_ms": 5.0, "cache": "warm" if command is TUNE else "cold"}
 
 
 def test_records_verify_takes_the_measurement_options(monkeypatch, tmp_path):
@@ -336,3 +337,23 @@ def test_a_bad_model_file_is_exit_2(command, tmp_path, monkeypatch, capsys):
     model.write_bytes(b"\x00not a protobuf at all\xff" * 8)
     err = _one_line_exit_2(command + [str(model)], capsys)
     assert "not a valid ONNX model" in err
+
+
+def test_the_network_times_cold_by_default_and_cache_overrides_either_default(capture):
+    # No option: each tuner's own runner, in its mode (TaskScheduler's cold, SearchTask's warm:
+    # tests/ansor/test_cache_mode_defaults.py); an override is a runner of that mode.
+    assert capture(NETWORK_TUNE)["opts"].runner == "local"
+    assert capture(TUNE)["opts"].runner == "local"
+    warm = capture(NETWORK_TUNE + ["--cache", "warm"])["opts"].runner
+    assert isinstance(warm, LocalRunner) and warm.cache == "warm"
+    cold = capture(TUNE + ["--cache", "cold"])["opts"].runner
+    assert isinstance(cold, LocalRunner) and cold.cache == "cold"
+    assert capture(NETWORK_TUNE + ["--cache", "cold"])["opts"].runner == "local"  # the default
+
+
+@COMMANDS
+def test_a_bad_cache_mode_is_a_usage_error(command, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(command + ["--cache", "tepid"])
+    assert exc.value.code == 2 and "--cache: invalid choice: 'tepid'" in capsys.readouterr().err

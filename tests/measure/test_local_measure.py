@@ -109,7 +109,7 @@ def test_run_compiled_takes_the_thread_count_it_is_given(builder, monkeypatch):
     assert res.ok and res.host == this_host()
     assert runner.settings() == dict(timeout=10, memory_limit_gb=8.0, cooldown_interval=0.0,
                                      enable_cpu_cache_flush=False, check_correctness=False,
-                                     repeat=1, **{k: v for k, v in FAST.items() if k != "repeat"})
+                                     repeat=1, cache="warm", **{k: v for k, v in FAST.items() if k != "repeat"})
 
 
 def test_worker_sandbox_settings(monkeypatch):

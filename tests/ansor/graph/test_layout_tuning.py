@@ -334,3 +334,20 @@ def test_blocked_conv_with_strides_dilation_and_batch_matches(strides, dilation,
     assert candidate_layouts(lower_groups(g)[0].group, g, host_hardware_params()).layouts[1:] == (
         blocked(LANES),)
     assert_network_matches(ansor.compile_network(g, layouts=[blocked(LANES)], verbose=False), g)
+
+
+def test_transform_costs_are_kept_per_cache_mode(tmp_path):
+    """A cold run (the default, as the task scheduler times the variants) does not take costs
+    timed warm (entries without ``cache``, as before the modes), nor the reverse."""
+    path = tmp_path / "log.json.layouts.jsonl"
+    warm = {TransformKey((1, 5, 5, C), "float32", NHWC, blocked(LANES)): 1.5e-6}
+    cold = {TransformKey((1, 5, 5, C), "float32", blocked(LANES), NHWC): 4.5e-6}
+    write_transform_costs(path, warm)
+    write_transform_costs(path, cold, "cold")
+    assert '"cache"' not in path.read_text().splitlines()[0]
+    assert read_sidecar(path, "warm")[0] == warm and read_sidecar(path, "cold")[0] == cold
+    assert read_sidecar(path)[0] == {**warm, **cold}
+    bad = {**_good_transform_line(), "cache": "tepid"}
+    path.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(LayoutFileError, match="'cache' must be one of"):
+        read_sidecar(path)

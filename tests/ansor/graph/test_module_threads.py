@@ -149,7 +149,7 @@ def test_contexts_share_constants_and_own_the_rest(net, monkeypatch):
 def test_profile_times_every_kernel_inside_the_network(net, monkeypatch):
     g, xs, refs = net
     module = _compile(g, monkeypatch)
-    prof = module.profile(passes=5, warmup=1)
+    prof = module.profile(min_repeat_ms=5, warmup_ms=1)
     assert len(prof) == module.num_kernels
     assert all(p["seconds"] > 0 for p in prof)
     assert [p["symbol"] for p in prof] == [s.kernel.compiled.name for s in module._steps]
