@@ -222,7 +222,8 @@ def side_plot(history: str, out: str) -> None:
 def _choose_layouts(g, log: str, variants, cache: str) -> int:
     """Solve the network's layouts from the log (transform kernels measured as needed), print
     and record the choice. ``variants``: the plan's groups with their candidate layouts."""
-    from ansor.graph.layout_tuning import LayoutFileError, sidecar_path, solve_layouts  # noqa: PLC0415
+    from ansor.graph.layout_sidecar import LayoutFileError, sidecar_path  # noqa: PLC0415
+    from ansor.graph.layout_tuning import solve_layouts  # noqa: PLC0415
     from ansor.graph.layout_solver import LayoutSolverError  # noqa: PLC0415
 
     try:

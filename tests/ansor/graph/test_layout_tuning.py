@@ -17,10 +17,10 @@ import ansor
 from ansor.cli import main as ansor_main
 from ansor.graph import GraphBuilder, GraphError
 from ansor.graph.layout_solver import brute_force, solve
-from ansor.graph.layout_tuning import (LayoutFileError, TransformKey, build_problem, chosen_layouts,
-                                       extract_layout_tasks, layout_variants, needed_transforms,
-                                       read_sidecar, sidecar_path, solve_layouts, transform_state,
-                                       write_transform_costs)
+from ansor.graph.layout_sidecar import (LayoutFileError, TransformKey, read_sidecar, sidecar_path,
+                                        write_transform_costs)
+from ansor.graph.layout_tuning import (build_problem, chosen_layouts, extract_layout_tasks, layout_variants,
+                                       needed_transforms, solve_layouts, transform_state)
 from ansor.graph.layouts import (NHWC, LayoutError, blocked, block_weight, candidate_layouts,
                                  from_layout, physical_shape, to_layout, transform_tensors)
 from ansor.graph.tasks import lower_groups

@@ -18,8 +18,8 @@ from onnx import helper
 import ansor
 from ansor.frontend.onnx import from_onnx
 from ansor.graph import GraphBuilder, GraphError
-from ansor.graph.layout_tuning import (LayoutFileError, chosen_layouts, extract_layout_tasks,
-                                       layout_variants, network_key, read_sidecar, sidecar_path,
+from ansor.graph.layout_sidecar import LayoutFileError, read_sidecar, sidecar_path
+from ansor.graph.layout_tuning import (chosen_layouts, extract_layout_tasks, layout_variants, network_key,
                                        solve_layouts, variant_tasks)
 from ansor.graph.layouts import NHWC, activation_layout, candidate_layouts
 from ansor.graph.tasks import lower_groups
