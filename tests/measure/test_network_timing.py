@@ -8,7 +8,6 @@ import types
 import numpy as np
 import pytest
 
-from compute import expr as E
 from measure import cluster_worker, target, timer
 from measure.builder import LocalBuilder
 from measure.measure import (COLD, NETWORK, WARM, MeasureErrorNo, MeasureInput, check_conditions,
