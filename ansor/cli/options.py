@@ -106,8 +106,10 @@ def add_measurement_options(p: argparse.ArgumentParser, timeout_default: str) ->
 
 
 CACHE_HELP = ("how candidates are timed: 'warm' (every call on the same buffers: the kernel "
-              "alone, in a loop) or 'cold' (every call on arguments no cache holds: the kernel "
-              "in a network, after others evicted its weights and activations)")
+              "alone, in a loop), 'cold' (every call on arguments no cache holds: after other "
+              "kernels evicted its weights and activations) or 'network' (its weights rotated "
+              "over what the rest of the network touches, its input and output kept warm: as "
+              "the kernel runs in its network)")
 
 
 def add_tuning_options(p: argparse.ArgumentParser, *, log_help: str, trials_help: str,
