@@ -14,7 +14,9 @@ lines that run it with numpy only. With ``--cluster
 ADDRESS`` the candidates are built and measured on a Dask cluster (``ansor.cli.cluster``).
 The options shared with ``ansor tune`` (--log, --trials, --timeout, --cost-model, -v/-q, ...)
 come from ``ansor.cli.options`` and mean the same here; --cache defaults to cold here (warm in
-``ansor tune``): every candidate is timed on arguments no cache holds, as the network runs it.
+``ansor tune``): every candidate is timed on arguments no cache holds; ``--cache network`` times
+its weights rotated over what the rest of the network touches and its activations warm
+(``measure.runner``).
 """
 from __future__ import annotations
 
