@@ -49,9 +49,8 @@ the network touches less than the cache holds. So the K-1 other copies cover the
 ``footprint`` (``GraphTask.network_footprint_bytes``: the argument bytes of every other kernel of
 one inference), up to the cold rule's twice the last-level cache and within its caps; with no
 footprint known, that cold rule's bytes. A task without constants is timed as warm. Network
-tuning still defaults to cold: on a shared machine, MobileNet-V2's network-mode estimate fell
-between warm and cold without tracking the network better (``benchmarks/kernel_conditions.py``
-decides on a quiet one).
+tuning defaults to it: MobileNet-V2's estimate from network-mode costs came within 3% of the
+network (``benchmarks/kernel_conditions.py``; a shared machine, indicative).
 
 ``costs`` are seconds per call, one per repeat. Nothing of ours competes with the kernel's pool
 threads (``measure.thread_pool``) while it is timed (a preempted thread delays the end of every

@@ -117,7 +117,7 @@ def add_tuning_options(p: argparse.ArgumentParser, *, log_help: str, trials_help
                        cache_default: str = WARM) -> None:
     """The options every tuning command takes, with the same names, types, bounds and meaning.
     ``*_help``: what the command's default for --log, --trials, --per-round, --timeout is;
-    ``cache_default``: its timing mode (--cache; warm for one kernel, cold for a network)."""
+    ``cache_default``: its timing mode (--cache; warm for one kernel, network for a network)."""
     p.add_argument("--log", metavar="FILE",
                    help=f"record file: appended each round, resumed from if it exists ({log_help})")
     p.add_argument("--trials", type=argtypes.trials, metavar="N",
