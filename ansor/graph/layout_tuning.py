@@ -28,8 +28,8 @@ The sidecar ``LOG.layouts.jsonl`` beside the tuning log holds the measured trans
 is untrusted input like a record file: every line is validated on load (kind, shapes, layout
 names, finite non-negative seconds) and a bad one is refused with an error naming the file and
 line; nothing in it is executed. Transform costs measured on another toolchain, or timed in the
-other cache mode than the run's (``measure.runner``; cold unless a given runner says otherwise, as
-the task scheduler times the variants; an entry without ``cache`` was warm), are ignored.
+another cache mode than the run's (``measure.runner``; network mode unless a given runner says
+otherwise, as the task scheduler times the variants; an entry without ``cache`` was warm), are ignored.
 
 A value read by several consumers in one other layout is transformed once at run time but
 counted per consumer edge by the solver (as TVM's graph tuner does).
@@ -49,7 +49,7 @@ import numpy as np
 
 from compute.compute_dag import ComputeDAG
 from measure.local import measure_batch
-from measure.measure import COLD, WARM, check_cache_mode
+from measure.measure import NETWORK, WARM, check_cache_mode
 from measure.measure import MeasureInput
 from measure.measurers import LOCAL, Measurers
 from measure.protocols import Builder, Runner
@@ -226,7 +226,7 @@ def transform_state(key: TransformKey) -> Any:
 
 def measure_transforms(keys: Sequence[TransformKey], builder: Builder | None = None,
                        runner: Runner | None = None, repeats: int = 3,
-                       cache: str = COLD) -> dict[TransformKey, float]:
+                       cache: str = NETWORK) -> dict[TransformKey, float]:
     """Seconds per call of each transform kernel, built and timed like a tuning candidate
     (``LocalBuilder``/``LocalRunner(cache=cache)`` unless given), ``repeats`` times, the median
     kept (one measurement on a busy host can be far off, and the cost is cached); a failure costs
@@ -454,8 +454,8 @@ def solve_layouts(graph: Graph, log_file: str | os.PathLike, builder: Builder | 
     variants = list(variants) if variants is not None else layout_variants(graph, hw)
     occ = [v.occurrence for v in variants]
     side = sidecar_path(log_file)
-    # Transforms timed as the variants were: ``cache``, else the runner's, else cold.
-    mode = cache or (COLD if runner is None else getattr(runner, "cache", WARM))
+    # Transforms timed as the variants were: ``cache``, else the runner's, else network mode.
+    mode = cache or (NETWORK if runner is None else getattr(runner, "cache", WARM))
     cached, _ = read_sidecar(side, mode)
     needed = needed_transforms(graph, variants)
     missing = [k for k in needed if k not in cached]
