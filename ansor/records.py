@@ -132,7 +132,7 @@ def best_records(path: str | os.PathLike, tasks: Sequence[SearchTask], target_ke
                  cache: str | None = None) -> list[tuple[MeasureInput, MeasureResult] | None]:
     """``best_record(path, task)`` of each of ``tasks`` (in order), reading the log once: what a
     network compile asks for its tasks. ``cache``: the timing mode whose records decide first
-    (default cold, then warm: ``task_records.find_bests``)."""
+    (default network mode, then cold, then warm: ``task_records.find_bests``)."""
     path = os.fspath(path)
     by_key = {t.workload_key: t for t in tasks}
     names = {t.target_name for t in tasks}

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
-from measure.measure import COLD, WARM, MeasureInput, MeasureResult
+from measure.measure import WARM, MeasureInput, MeasureResult
 from measure.record import LineWarner, RecordLine, iter_lines, target_summary
 
 from .measurer import ProgramMeasurer
@@ -73,7 +73,7 @@ class RestoredLog:
     results: list[MeasureResult] = field(default_factory=list)
     per_task: dict[int, list[float]] = field(default_factory=dict)
     other_target: int = 0  # timed on another CPU/toolchain
-    other_cache: int = 0  # timed in the other mode (warm/cold) than this run's runner
+    other_cache: int = 0  # timed in another mode (warm/cold/network) than this run's runner
     other_workload: int = 0  # of a task this scheduler does not have
     mode: str = WARM  # the run's timing mode (its runner's ``cache``)
 
@@ -88,7 +88,7 @@ class RestoredLog:
         if self.other_target:
             notes.append(f"{self.other_target} of another CPU/toolchain ignored")
         if self.other_cache:
-            notes.append(f"{self.other_cache} timed {'warm' if self.mode == COLD else 'cold'}, "
+            notes.append(f"{self.other_cache} timed in another mode, "
                          f"this run times {self.mode}: ignored")
         if self.other_workload:
             notes.append(f"{self.other_workload} of other workloads ignored")

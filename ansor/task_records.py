@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Hashable, Iterable, Sequence
 
 from compute.workload_registry import canonical_args, workload_desc
 from measure.cost_floor import implausible_for_dag
-from measure.measure import COLD, WARM, MeasureErrorNo, MeasureInput, MeasureResult, check_cache_mode, pooled_cost
+from measure.measure import CACHE_PREFERENCE, MeasureErrorNo, MeasureInput, MeasureResult, check_cache_mode, pooled_cost
 from measure.record import LineWarner, RecordLine, RecordWarning, iter_lines, record_target, target_summary
 
 if TYPE_CHECKING:
@@ -138,10 +138,11 @@ def find_bests(path: str, workload_keys: Sequence[str], task_of: TaskOfLine, war
     ``native`` unless a ``use_target`` block says otherwise) compete; records of the workloads
     built for another target are ignored, with one warning saying how many and for which.
 
-    A warm cost never competes with a cold one (``MeasureResult.cache``): per workload, the
-    records of ``cache`` decide, the other mode's only when none of those replays. ``None``
-    (default): cold first, the condition a network runs its kernels in (a log holds cold
-    records when ``ansor network tune`` wrote them), then warm."""
+    Costs of one timing mode never compete with another's (``MeasureResult.cache``): per
+    workload, the records of ``cache`` decide, the others' only when none of those replays, in
+    ``CACHE_PREFERENCE`` order. ``None`` (default): that order alone, the most network-faithful
+    first: network mode (constants rotated, activations warm: the condition a network runs its
+    kernels in), then cold (the pessimistic end), then warm (the kernel alone, in a loop)."""
     here_ident = target_summary(target)
     wanted_target = str(here_ident.get("target", "native"))
     here = target_key if target_key is not None else here_ident["key"]
@@ -157,8 +158,8 @@ def find_bests(path: str, workload_keys: Sequence[str], task_of: TaskOfLine, war
             return False
         return target_key is None or ln.target_key == here
 
-    modes = (COLD, WARM) if cache is None else (check_cache_mode("cache", cache),
-                                                ({COLD, WARM} - {cache}).pop())
+    modes = CACHE_PREFERENCE if cache is None else (
+        check_cache_mode("cache", cache), *(m for m in CACHE_PREFERENCE if m != cache))
     lines = (ln for ln in iter_lines(path, warner) if ours(ln))
     # By workload, then True: this machine's (or target_key's) schedules; False: every other's;
     # then by how they were timed.

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from cost_model.cost_model import CostModel
 from measure.checks import check_seed
-from measure.measure import COLD
+from measure.measure import NETWORK
 from measure.measurers import Measurers
 from measure.record import RecordToFile, check_log_file
 from measure.runtime import check_num_threads
@@ -122,9 +122,9 @@ class TaskScheduler(BestConfirmation):
     task's best needs before it is trusted - an unconfirmed best is measured again at the start
     of each following round and in a last pass, and its cost is the median of its measurements
     (``pooled_cost``); 1 trusts every single measurement. With ``options.runner="local"`` the
-    candidates are timed cold (``LocalRunner(cache="cold")``: each call on arguments no cache
-    holds, as in the network where the kernels before it evicted them); a runner given is used
-    as it is.
+    candidates are timed in network mode (``LocalRunner(cache="network")``: the task's weights
+    rotated over what the rest of the network touches, its activations warm, as the network runs
+    it); a runner given is used as it is.
 
     What it knows and picks (costs, estimated latency, gradients) is ``SchedulerNumbers``'s; the
     confirmation of bests is ``BestConfirmation``'s; this class runs the rounds."""
@@ -272,8 +272,8 @@ class TaskScheduler(BestConfirmation):
         if self.seed is None and options.seed is not None:
             self._rng = random.Random(options.seed)
         self.model = self.cost_model if self.cost_model is not None else default_cost_model(options.seed)
-        # closes only what it created; a runner made here times cold, as the network runs kernels
-        measurers = Measurers(options.builder, options.runner, cache=COLD)
+        # closes only what it created; a runner made here times as the network runs kernels
+        measurers = Measurers(options.builder, options.runner, cache=NETWORK)
         log_path = None if options.log_file is None else os.fspath(options.log_file)
         self.measurer = ProgramMeasurer(measurers.builder, measurers.runner,
                                         None if log_path is None else RecordToFile(log_path),

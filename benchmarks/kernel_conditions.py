@@ -1,4 +1,4 @@
-"""Each task's kernel timed alone (warm and cold) against its time inside the running network.
+"""Each task's kernel timed alone (warm, cold, network mode) against its time inside the running network.
 
 Issue 44: the tuner times a candidate in a warm loop (the same buffers call after call), but in a
 network every kernel reads weights and activations the kernels before it evicted, so the task
@@ -8,13 +8,15 @@ takes each task's schedule the compiled network uses (the log's best, ``choose_s
 reports per task:
 
 * ``weight``: the task's occurrences in the network;
-* ``warm`` / ``cold``: the kernel timed by the runner (``LocalRunner(cache="warm"|"cold")``,
-  ``measure.runner``: the same buffers every call, or every call on arguments no cache holds);
+* ``warm`` / ``cold`` / ``network``: the kernel timed by the runner
+  (``LocalRunner(cache="warm"|"cold"|"network")``, ``measure.runner``: the same buffers every
+  call; every call on arguments no cache holds; the constants rotated over the task's network
+  footprint, the activations and the output one warm set);
 * ``in network``: the kernel's calls timed inside the running network (``NetworkModule.profile``:
   the clock read between consecutive kernel calls, median over the inferences), summed over the
   task's occurrences, and per occurrence;
 
-and the totals: the estimate from warm costs, from cold costs (both sum of weight x cost), the
+and the totals: the estimate from warm, cold and network-mode costs (each sum of weight x cost), the
 sum of the in-network steps (tasks' and the rest: layout transforms, element-wise groups) and the
 measured network latency (``NetworkModule.benchmark``). The network's outputs are checked against
 the graph reference before anything is timed. Every group runs NHWC (a layout choice recorded
@@ -43,6 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 NETWORKS = ["mobilenet-v2", "resnet-18", "resnet-50", "bert-base-layer"]
+MODES = ("warm", "cold", "network")  # the runner's timing modes (``measure.runner``)
 
 
 def _graph(ns: argparse.Namespace) -> Any:
@@ -79,7 +82,7 @@ def _check_outputs(lib: Any, g: Any) -> float:
 def _time_tasks(tasks: list, states: list, ns: argparse.Namespace) -> dict[str, list[float | None]]:
     """Per mode, each task's seconds per call (None: it failed, said on stderr): the median over
     ``ns.rounds`` rounds of the medians of its repeats. The modes alternate task by task (one
-    worker each), so that both see the machine in the same state."""
+    worker each), so that all see the machine in the same state."""
     from measure.builder import LocalBuilder
     from measure.measure import MeasureInput
     from measure.runner import LocalRunner
@@ -87,7 +90,7 @@ def _time_tasks(tasks: list, states: list, ns: argparse.Namespace) -> dict[str, 
     inputs = [MeasureInput(t, s) for t, s in zip(tasks, states)]
     with LocalBuilder(timeout=120) as builder:
         built = builder.build(inputs)
-    modes = ("warm", "cold")
+    modes = MODES
     samples: dict[str, list[list[float]]] = {m: [[] for _ in tasks] for m in modes}
     failed: dict[str, list[str]] = {m: [""] * len(tasks) for m in modes}
     runners = {m: LocalRunner(cache=m, timeout=120, number=ns.number, repeat=ns.repeat,
@@ -155,8 +158,7 @@ def measure(ns: argparse.Namespace) -> dict:
         rec = recorded[ti]
         rows.append({"task": t.desc, "workload_key": t.workload_key, "weight": w,
                      "recorded": None if rec is None else {"seconds": rec[1].mean_cost, "cache": rec[1].cache},
-                     "warm": alone["warm"][ti], "cold": alone["cold"][ti],
-                     "in_network": in_net.get(t.workload_key)})
+                     **{m: alone[m][ti] for m in MODES}, "in_network": in_net.get(t.workload_key)})
 
     def estimate(mode: str) -> float | None:
         costs = [r[mode] for r in rows]
@@ -165,7 +167,7 @@ def measure(ns: argparse.Namespace) -> dict:
     return {"machine": machine_info(), "threads": num_threads(), "network": ns.network, "rounds": ns.rounds,
             "log": ns.log, "layout_rewrite": not ns.no_layout_rewrite, "tasks": rows,
             "steps": prof, "output_error": error,
-            "totals": {"estimate_warm": estimate("warm"), "estimate_cold": estimate("cold"),
+            "totals": {**{f"estimate_{m}": estimate(m) for m in MODES},
                        "in_network_tasks": sum(in_net.values()),
                        "in_network_steps": sum(p["seconds"] for p in prof),
                        "network": bench["mean"], "executor_overhead": bench["overhead"]}}
@@ -181,25 +183,29 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 def markdown(rep: dict) -> str:
     m = rep["machine"]
-    lines = [f"# {rep['network']}: kernels alone (warm, cold) and in the network",
+    lines = [f"# {rep['network']}: kernels alone (warm, cold, network mode) and in the network",
              "", f"{m['cpu']} ({m['llvm_cpu']}), {rep['threads']} thread(s), {m['date']}; log "
              f"{rep['log'] or '(none: untuned schedules)'}; layout rewrite {'on' if rep['layout_rewrite'] else 'off'}",
-             "", "| # | task | weight | log (ms) | warm (ms) | cold (ms) | in network (ms, all) | "
-             "per occurrence (ms) | in network / warm | in network / cold |",
-             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "", "| # | task | weight | log (ms) | warm (ms) | cold (ms) | network mode (ms) | "
+             "in network (ms, all) | per occurrence (ms) | in network / warm | in network / cold | "
+             "in network / network mode |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for i, r in enumerate(rep["tasks"]):
         per = None if r["in_network"] is None else r["in_network"] / r["weight"]
         rec = "-" if r["recorded"] is None else f"{_ms(r['recorded']['seconds'])} {r['recorded']['cache']}"
+        net = r.get("network")  # reports written before the mode have none
         lines.append(f"| {i} | {r['task'][:60]} | {r['weight']} | {rec} | {_ms(r['warm'])} | {_ms(r['cold'])} "
-                     f"| {_ms(r['in_network'])} | {_ms(per)} | {_ratio(per, r['warm'])} | {_ratio(per, r['cold'])} |")
+                     f"| {_ms(net)} | {_ms(r['in_network'])} | {_ms(per)} | {_ratio(per, r['warm'])} "
+                     f"| {_ratio(per, r['cold'])} | {_ratio(per, net)} |")
     t = rep["totals"]
     lines += ["", "| total | ms | network / it |", "| --- | ---: | ---: |"]
     for key, what in (("estimate_warm", "estimate from warm costs (sum of weight x warm)"),
                       ("estimate_cold", "estimate from cold costs (sum of weight x cold)"),
+                      ("estimate_network", "estimate from network-mode costs (sum of weight x network mode)"),
                       ("in_network_tasks", "tasks' kernels in the network (profile)"),
                       ("in_network_steps", "every step in the network (profile)"),
                       ("network", "measured network latency (benchmark)")):
-        lines.append(f"| {what} | {_ms(t[key])} | {_ratio(t['network'], t[key])} |")
+        lines.append(f"| {what} | {_ms(t.get(key))} | {_ratio(t['network'], t.get(key))} |")
     return "\n".join(lines)
 
 
@@ -217,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--min-repeat-ms", type=float, default=100.0)
     ap.add_argument("--rounds", type=int, default=3,
-                    help="rounds of timing every task alone, warm and cold alternating (median)")
+                    help="rounds of timing every task alone, the modes alternating (median)")
     ap.add_argument("--json", default=None, help="write every figure here")
     ns = ap.parse_args(argv)
     if ns.log is not None and not os.path.isfile(ns.log):

@@ -69,10 +69,13 @@ def _runner(settings: dict, reference_timeout: float) -> LocalRunner:
 
 
 def measure_on_worker(workload_key: str, dag_json: dict, compiled: Any, settings: dict,
-                      reference_timeout: float, num_threads: int) -> MeasureResult:
-    """Time one compiled candidate with a runner of ``settings`` on ``num_threads`` threads."""
+                      reference_timeout: float, num_threads: int,
+                      conditions: dict | None = None) -> MeasureResult:
+    """Time one compiled candidate with a runner of ``settings`` on ``num_threads`` threads
+    (``conditions``: the task's ``measure.network_conditions``, checked where it is timed)."""
     return _runner(settings, reference_timeout).run_compiled(workload_key, dag_json, compiled,
-                                                             num_threads=num_threads)
+                                                             num_threads=num_threads,
+                                                             conditions=conditions)
 
 
 def dask_setup(worker: Any) -> None:

@@ -30,7 +30,7 @@ from .cluster import MEASURE_RESOURCE, Cluster
 from .cluster_fanout import STALLED, fan_out
 from .cluster_worker import measure_on_worker
 from .host import clean_host
-from .measure import MAX_FLOAT, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from .measure import MAX_FLOAT, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, network_conditions
 from .runner import RunnerBase, build_failure, built
 from .target import num_threads, toolchain_identity
 
@@ -97,7 +97,8 @@ class DaskRunner(RunnerBase):
             if task.workload_key not in dag_json:
                 dag_json[task.workload_key] = task.compute_dag.to_json()
             args.append((task.workload_key, dag_json[task.workload_key],
-                         build_results[i].compiled, settings, self.reference_timeout, threads))
+                         build_results[i].compiled, settings, self.reference_timeout, threads,
+                         network_conditions(task)))
 
         def mark(j: int, res: MeasureResult) -> None:
             if self.on_result is not None:

@@ -20,11 +20,15 @@ from sketch.loop_state import State
 MAX_FLOAT = 1e10
 
 # How a runner times (``measure.runner``): every call on the same buffers (warm: what a kernel
-# costs alone, in a loop) or every call on arguments not in any cache (cold: what it costs in a
-# network, where the kernels before it evicted its weights and activations). Costs of one mode
-# do not compare with the other's.
-WARM, COLD = "warm", "cold"
-CACHE_MODES = (WARM, COLD)
+# costs alone, in a loop), every call on arguments not in any cache (cold: the kernels before it
+# evicted its weights and activations), or its constants rotated and its activations kept (network:
+# the input just written by the kernel before, the weights last read one inference ago). Costs of
+# one mode do not compare with another's.
+WARM, COLD, NETWORK = "warm", "cold", "network"
+CACHE_MODES = (WARM, COLD, NETWORK)
+# The order in which a log's records of a workload are preferred when none of the wanted mode
+# replays (``ansor.task_records.find_bests``): the most network-faithful first.
+CACHE_PREFERENCE = (NETWORK, COLD, WARM)
 
 
 def check_cache_mode(name: str, value: object) -> str:
@@ -32,6 +36,38 @@ def check_cache_mode(name: str, value: object) -> str:
     if not isinstance(value, str) or value not in CACHE_MODES:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, CACHE_MODES))}, got {value!r}")
     return value
+
+
+# Cap of a network footprint (bytes): far beyond any cache, and what a rotation can copy anyway.
+MAX_FOOTPRINT_BYTES = 1 << 50
+
+
+def network_conditions(task: object) -> dict:
+    """What the runner's network mode needs to know of ``task``, as plain data that travels to a
+    timing worker: ``constants``, the argument positions that are constants of the network (a
+    graph task's ``constant_inputs``, else its ``layout_rewrite_inputs``), and ``footprint``, the
+    bytes the rest of the network touches between two of its calls (None: not known)."""
+    constants = getattr(task, "constant_inputs", None)
+    if constants is None:
+        constants = getattr(task, "layout_rewrite_inputs", ())
+    footprint = getattr(task, "network_footprint_bytes", None)
+    return {"constants": [int(p) for p in constants],
+            "footprint": None if footprint is None else int(footprint)}
+
+
+def check_conditions(conditions: object, n_args: int) -> tuple[tuple[int, ...], int | None]:
+    """``(constant positions, footprint)`` of ``network_conditions``' output (untrusted: it may
+    come over the network), else ValueError naming what is wrong."""
+    if not isinstance(conditions, dict):
+        raise ValueError(f"network conditions must be a dict, got {type(conditions).__name__}")
+    constants, footprint = conditions.get("constants", ()), conditions.get("footprint")
+    if not isinstance(constants, (list, tuple)) or not all(
+            type(p) is int and 0 <= p < n_args for p in constants):
+        raise ValueError(f"network conditions: constants must be argument positions below {n_args}")
+    if footprint is not None and not (type(footprint) is int and 0 <= footprint <= MAX_FOOTPRINT_BYTES):
+        raise ValueError(f"network conditions: footprint must be bytes from 0 to {MAX_FOOTPRINT_BYTES}, "
+                         f"got {footprint!r}")
+    return tuple(sorted(set(constants))), footprint
 
 
 class MeasureErrorNo(IntEnum):
@@ -71,7 +107,7 @@ class MeasureResult:
     measurement took (build + run); ``timestamp``: when it finished (Unix seconds); ``host``: the
     machine that timed it (for a candidate that never ran, the one that built it; "" when not
     known, as in records written before hosts were recorded); ``cache``: the runner's mode
-    (``WARM`` or ``COLD``; records written before the modes existed were warm)."""
+    (``WARM``, ``COLD`` or ``NETWORK``; records written before the modes existed were warm)."""
 
     costs: tuple[float, ...]
     error_no: int

@@ -31,7 +31,7 @@ class Measurers:
     """The builder and runner of one tuning call. ``"local"`` ones are created here (their
     workers start on first use) and closed by ``close()``; given ones are left open. A context
     manager; ``close()`` may be called more than once. ``cache``: the timing mode of a local
-    runner made here (``measure.runner``: warm for one kernel, cold for a network's tasks)."""
+    runner made here (``measure.runner``: warm for one kernel, network for a network's tasks)."""
 
     def __init__(self, builder: Builder | str = LOCAL, runner: Runner | str = LOCAL,
                  cache: str = WARM):

@@ -15,8 +15,9 @@ reading); records written before it existed have none and load as before, and re
 not know it ignore it. ``input.target`` is the toolchain that compiled and timed it: on a cluster
 every worker's identity is checked against it before the worker builds or measures.
 
-``result.cache`` (optional, ``"cold"``): timed on arguments no cache held (``measure.runner``);
-absent, warm (as every record from before the modes). Readers that pick a best compare a mode's
+``result.cache`` (optional, ``"cold"`` or ``"network"``): timed on arguments no cache held, or
+with the constants rotated and the activations warm (``measure.runner``); absent, warm (as every
+record from before the modes). Readers that pick a best compare a mode's
 costs only with its own (``ansor.task_records.find_bests``, ``ansor.resume``).
 
 ``input.task.layout_rewrite`` (optional, a list of argument positions): the candidate was measured

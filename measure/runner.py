@@ -38,7 +38,19 @@ of copies (a set beyond that rotates alone: it is many times the cache and evict
 The output rotates with the inputs: written to cold memory, as in the network. The correctness
 check is the first call, on the first set (the arrays of step 1). An input a network's previous
 kernel has just written may still be cached there, so cold is the pessimistic end of the range,
-warm the optimistic one.
+warm the optimistic one (measured on MobileNet-V2: 1.40x above and 1.37x below the network).
+
+``"network"`` times the condition in between that a network runs a kernel in: activations warm,
+constants rotated. The kernel's constant arguments (``constants`` of ``measure.network_conditions``:
+weights, biases, packed weights) rotate through K copies while its other inputs and its output
+stay one set: its input was just written by the kernel before it, still in the caches, as in a warm
+loop, while its weights were last read one inference ago and are still cached only if the rest of
+the network touches less than the cache holds. So the K-1 other copies cover the task's
+``footprint`` (``GraphTask.network_footprint_bytes``: the argument bytes of every other kernel of
+one inference), up to the cold rule's twice the last-level cache and within its caps; with no
+footprint known, that cold rule's bytes. A task without constants is timed as warm. Network
+tuning defaults to it: MobileNet-V2's estimate from network-mode costs came within 3% of the
+network (``benchmarks/kernel_conditions.py``; a shared machine, indicative).
 
 ``costs`` are seconds per call, one per repeat. Nothing of ours competes with the kernel's pool
 threads (``measure.thread_pool``) while it is timed (a preempted thread delays the end of every
@@ -62,7 +74,7 @@ from .checks import (MAX_REPEAT, MAX_TIMEOUT_S, check_count, check_memory_limit_
                      check_nonnegative, check_seconds)
 from .host import this_host
 from .measure import (COLD, MAX_FLOAT, WARM, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult,
-                      check_cache_mode)
+                      check_cache_mode, check_conditions, network_conditions)
 from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
 
 INPUT_SEED = 0
@@ -186,7 +198,8 @@ def run_job(key: str, dag_json: dict, compiled: Any, opts: dict) -> tuple[tuple[
             kernel.num_threads = int(opts["num_threads"])
         args, outs = _arguments(w, kernel.args, getattr(compiled, "packed_args", ()))
         ptrs = kernel.arg_pointers(*args)
-        timed, _slab = _timer(kernel.address, ptrs, args, opts.get("cache", WARM))
+        constants, footprint = check_conditions(opts.get("conditions", {}), len(args))
+        timed, _slab = _timer(kernel.address, ptrs, args, opts.get("cache", WARM), constants, footprint)
         per_call = None
         if check:
             per_call = timed(1)  # on the zero-filled outputs: these are the values checked
@@ -200,19 +213,31 @@ def run_job(key: str, dag_json: dict, compiled: Any, opts: dict) -> tuple[tuple[
         return (MAX_FLOAT,), int(MeasureErrorNo.RUNTIME_DEVICE), f"{type(e).__name__}: {e}"
 
 
-def _timer(address: int, ptrs: list[int], args: list[np.ndarray], cache: str) -> tuple[Any, Any]:
-    """The native timer of one candidate and what it keeps alive: in cold mode, the further
-    argument sets it rotates through (``timer.rotation_sets`` of them in all, sized by this
-    machine's last-level cache), evicted from the caches once made."""
+def _timer(address: int, ptrs: list[int], args: list[np.ndarray], cache: str,
+           constants: Sequence[int] = (), footprint: int | None = None) -> tuple[Any, Any]:
+    """The native timer of one candidate and what it keeps alive: the further argument sets it
+    rotates through, evicted from the caches once made. Cold: every argument rotates
+    (``timer.rotation_sets`` sets in all, sized by this machine's last-level cache); network:
+    only the arguments at ``constants``, through enough sets to cover ``footprint`` bytes (None:
+    the cold rule's caches); warm: none."""
     from . import buffers, target, timer  # noqa: PLC0415
 
-    if cache != COLD:
+    rotating = range(len(args)) if cache == COLD else constants if cache != WARM else ()
+    if not rotating:
         return timer.Timer(address, ptrs), None
-    n = timer.rotation_sets(sum(a.nbytes for a in args), target.last_level_cache_bytes())
-    slab, copies = buffers.argument_copies(args, n - 1)
+    llc = target.last_level_cache_bytes()
+    cover = None if cache == COLD else (footprint if footprint is not None else timer.COLD_LLC_FACTOR * llc)
+    n = timer.rotation_sets(sum(args[p].nbytes for p in rotating), llc, cover)
+    slab, copies = buffers.argument_copies([args[p] for p in rotating], n - 1)
     if slab.size and timer.can_flush():
         timer.flush(slab.ctypes.data, slab.nbytes)  # filled just now: the last ones were cached
-    return timer.Timer(address, ptrs, rotate=copies), slab
+    sets = []
+    for copy in copies:
+        ptr_set = list(ptrs)
+        for p, c in zip(rotating, copy):
+            ptr_set[p] = c
+        sets.append(ptr_set)
+    return timer.Timer(address, ptrs, rotate=sets), slab
 
 
 # Idle-aware warm-up: measured on this host, a vCPU that has idled runs ~2.5x slower for its first
@@ -283,8 +308,9 @@ class RunnerBase(ABC):
     ``enable_cpu_cache_flush`` are the timing loop's (``measure.timer.time_calls``);
     ``check_correctness`` compares the first call's outputs with the numpy reference (within
     ``reference_timeout`` per workload); ``memory_limit_gb`` caps the timing process; ``cache``
-    is ``"warm"`` (every call on the same buffers) or ``"cold"`` (every call on arguments no cache
-    holds: see the module docstring), carried into every result (``MeasureResult.cache``).
+    is ``"warm"`` (every call on the same buffers), ``"cold"`` (every call on arguments no cache
+    holds) or ``"network"`` (constants rotated over the network's footprint, activations warm: see
+    the module docstring), carried into every result (``MeasureResult.cache``).
     """
 
     def __init__(self, timeout: float = 10, number: int = 3, repeat: int = 1,
@@ -399,7 +425,8 @@ class LocalRunner(RunnerBase):
                 key = inp.task.workload_key
                 if key not in dag_json:
                     dag_json[key] = inp.task.compute_dag.to_json()
-                res = self._run_one(key, dag_json[key], br.compiled, opts, t0)
+                res = self._run_one(key, dag_json[key], br.compiled,
+                                    {**opts, "conditions": network_conditions(inp.task)}, t0)
             results.append(res)
             if verbose >= 1:
                 print(progress_mark(res.error_no), end="", flush=True)
@@ -408,11 +435,12 @@ class LocalRunner(RunnerBase):
         return results
 
     def run_compiled(self, workload_key: str, dag_json: dict, compiled: Any,
-                     num_threads: int | None = None) -> MeasureResult:
+                     num_threads: int | None = None, conditions: dict | None = None) -> MeasureResult:
         """Measure one compiled candidate of the workload ``dag_json`` (plain data: what a remote
         runner ships to the machine that times it). ``num_threads``: the kernel's thread count
-        (None: ``$ANSOR_NUM_THREADS`` or every usable CPU, as for ``run``)."""
-        opts = self._opts()
+        (None: ``$ANSOR_NUM_THREADS`` or every usable CPU, as for ``run``); ``conditions``: the
+        task's ``measure.network_conditions`` (checked in the worker; None: no constants)."""
+        opts = {**self._opts(), "conditions": conditions if conditions is not None else {}}
         if num_threads is not None:
             opts["num_threads"] = check_count("num_threads", num_threads)
         return self._run_one(workload_key, dag_json, compiled, opts, time.monotonic())

@@ -20,7 +20,8 @@ sets of N pointers each; call ``i`` passes set ``(start + i) mod nsets``. With o
 runs on the same buffers (warm: what was timed before cold mode existed, the loads of N pointers
 from L1 aside); with several (``Timer(..., rotate=...)``, the runner's cold mode) each call finds
 its arguments where the calls since its set's last use evicted them, and nothing but the calls is
-timed (no flush inside the timed region). ``rotation_sets`` says how many sets make that so.
+timed (no flush inside the timed region). ``rotation_sets`` says how many sets make that so. In
+the runner's network mode only the constant arguments differ from set to set.
 ``ansor_clflush(ptr, i64)`` evicts a buffer from every cache level (clflush on each line, then a
 fence) so a repeat can start cold. (A network's kernels in order, each timed where it runs, are
 ``measure.call_chain``'s: ``NetworkModule.profile``.)
@@ -177,13 +178,21 @@ MAX_ROTATION_SETS = 1 << 16
 MAX_ROTATION_EXTRA_BYTES = 1 << 30
 
 
-def rotation_sets(set_bytes: int, llc_bytes: int) -> int:
-    """Argument sets a cold timing rotates through: enough that ``sets x set_bytes`` is at least
-    ``COLD_LLC_FACTOR`` last-level caches, at least 2, at most ``MAX_ROTATION_SETS`` and no more
-    than ``MAX_ROTATION_EXTRA_BYTES`` of copies beyond the first set. A set bigger than the cap
-    rotates alone (1): a kernel streaming through many times the cache evicts its own start."""
+def rotation_sets(set_bytes: int, llc_bytes: int, cover_bytes: int | None = None) -> int:
+    """Argument sets a rotation cycles through. Cold (``cover_bytes`` None): enough that
+    ``sets x set_bytes`` is at least ``COLD_LLC_FACTOR`` last-level caches, at least 2. Network
+    mode (``cover_bytes``: what the rest of a network touches between two calls of the kernel):
+    enough that the other ``sets - 1`` sets cover it, as far as ``COLD_LLC_FACTOR`` caches (beyond
+    that a set is evicted anyway), at least 1 (nothing between two calls: no rotation). Either way
+    at most ``MAX_ROTATION_SETS`` and no more than ``MAX_ROTATION_EXTRA_BYTES`` of copies beyond
+    the first set. A set bigger than the cap rotates alone (1): a kernel streaming through many
+    times the cache evicts its own start."""
     set_bytes = max(1, int(set_bytes))
-    want = max(2, math.ceil(COLD_LLC_FACTOR * max(1, int(llc_bytes)) / set_bytes))
+    evicting = COLD_LLC_FACTOR * max(1, int(llc_bytes))
+    if cover_bytes is None:
+        want = max(2, math.ceil(evicting / set_bytes))
+    else:
+        want = 1 + math.ceil(min(max(0, int(cover_bytes)), evicting) / set_bytes)
     return max(1, min(want, MAX_ROTATION_SETS, 1 + MAX_ROTATION_EXTRA_BYTES // set_bytes))
 
 

@@ -13,8 +13,9 @@ one shared library (``--export``, default ``LOG-lib/net.so``; ``network_export``
 lines that run it with numpy only. With ``--cluster
 ADDRESS`` the candidates are built and measured on a Dask cluster (``ansor.cli.cluster``).
 The options shared with ``ansor tune`` (--log, --trials, --timeout, --cost-model, -v/-q, ...)
-come from ``ansor.cli.options`` and mean the same here; --cache defaults to cold here (warm in
-``ansor tune``): every candidate is timed on arguments no cache holds, as the network runs it.
+come from ``ansor.cli.options`` and mean the same here; --cache defaults to network here (warm in
+``ansor tune``): every candidate is timed with its weights rotated over what the rest of the
+network touches and its activations warm, as the network runs it (``measure.runner``).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import sys
 import time
 
 from ansor import argtypes
-from measure.measure import COLD
+from measure.measure import NETWORK
 
 from . import options
 from .cluster import RESUME_HINT
@@ -74,7 +75,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "file's name without .onnx",
         trials_help=f"over all tasks; default {DEFAULT_TRIALS}",
         per_round_help=f"capped at trials / tasks; default {DEFAULT_PER_ROUND}",
-        cache_default=COLD)  # a network's kernels run on data the ones before them evicted
+        cache_default=NETWORK)  # weights evicted by the rest of the network, the input just written
     q.set_defaults(func=cmd_tune)
     return q
 

@@ -106,8 +106,10 @@ def add_measurement_options(p: argparse.ArgumentParser, timeout_default: str) ->
 
 
 CACHE_HELP = ("how candidates are timed: 'warm' (every call on the same buffers: the kernel "
-              "alone, in a loop) or 'cold' (every call on arguments no cache holds: the kernel "
-              "in a network, after others evicted its weights and activations)")
+              "alone, in a loop), 'cold' (every call on arguments no cache holds: after other "
+              "kernels evicted its weights and activations) or 'network' (its weights rotated "
+              "over what the rest of the network touches, its input and output kept warm: as "
+              "the kernel runs in its network)")
 
 
 def add_tuning_options(p: argparse.ArgumentParser, *, log_help: str, trials_help: str,
@@ -115,7 +117,7 @@ def add_tuning_options(p: argparse.ArgumentParser, *, log_help: str, trials_help
                        cache_default: str = WARM) -> None:
     """The options every tuning command takes, with the same names, types, bounds and meaning.
     ``*_help``: what the command's default for --log, --trials, --per-round, --timeout is;
-    ``cache_default``: its timing mode (--cache; warm for one kernel, cold for a network)."""
+    ``cache_default``: its timing mode (--cache; warm for one kernel, network for a network)."""
     p.add_argument("--log", metavar="FILE",
                    help=f"record file: appended each round, resumed from if it exists ({log_help})")
     p.add_argument("--trials", type=argtypes.trials, metavar="N",

@@ -25,8 +25,8 @@ from ``plan.NetworkPlan.groups``) and lowers them itself only when called withou
 
 The sidecar ``LOG.layouts.jsonl`` beside the tuning log (``layout_sidecar``: validated on load,
 untrusted input like a record file) holds the measured transform costs and the choices.
-Transforms are timed in the mode the variants are (cold unless a given runner says otherwise, as
-the task scheduler times them); costs of the other mode are ignored.
+Transforms are timed in the mode the variants are (network mode unless a given runner says
+otherwise, as the task scheduler times them); costs of another mode are ignored.
 
 A value read by several consumers in one other layout is transformed once at run time but
 counted per consumer edge by the solver (as TVM's graph tuner does).
@@ -44,7 +44,7 @@ import numpy as np
 
 from compute.compute_dag import ComputeDAG
 from measure.local import measure_batch
-from measure.measure import COLD, WARM
+from measure.measure import NETWORK, WARM
 from measure.measure import MeasureInput
 from measure.measurers import LOCAL, Measurers
 from measure.protocols import Builder, Runner
@@ -194,7 +194,7 @@ def transform_state(key: TransformKey) -> Any:
 
 def measure_transforms(keys: Sequence[TransformKey], builder: Builder | None = None,
                        runner: Runner | None = None, repeats: int = 3,
-                       cache: str = COLD) -> dict[TransformKey, float]:
+                       cache: str = NETWORK) -> dict[TransformKey, float]:
     """Seconds per call of each transform kernel, built and timed like a tuning candidate
     (``LocalBuilder``/``LocalRunner(cache=cache)`` unless given), ``repeats`` times, the median
     kept (one measurement on a busy host can be far off, and the cost is cached); a failure costs
@@ -298,8 +298,8 @@ def solve_layouts(graph: Graph, log_file: str | os.PathLike, builder: Builder | 
     variants = list(variants) if variants is not None else layout_variants(graph, hw)
     occ = [v.occurrence for v in variants]
     side = sidecar_path(log_file)
-    # Transforms timed as the variants were: ``cache``, else the runner's, else cold.
-    mode = cache or (COLD if runner is None else getattr(runner, "cache", WARM))
+    # Transforms timed as the variants were: ``cache``, else the runner's, else network mode.
+    mode = cache or (NETWORK if runner is None else getattr(runner, "cache", WARM))
     cached, _ = read_sidecar(side, mode)
     needed = needed_transforms(graph, variants)
     missing = [k for k in needed if k not in cached]

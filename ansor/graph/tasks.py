@@ -11,12 +11,20 @@ A task knows which of its inputs are constants of the network in every occurrenc
 arrays derived from them at compile time): ``constant_inputs``, argument positions. With
 ``layout_rewrite`` (the default) they are the task's ``layout_rewrite_inputs``: a candidate that
 packs one is measured with the pack outside the timed kernel, as ``compile_network`` runs it.
+
+A task also knows its ``network_footprint_bytes``: what the rest of the network touches between
+two calls of one of its kernels, for the runner's network mode (``measure.runner``: constants
+rotated over that many bytes). Approximated as the argument bytes (inputs, weights, outputs) of
+every other fused group of one inference, each counted once per group: an activation written by
+one kernel and read by the next counts twice, as it may be in the caches twice in its two
+layouts; the layout transforms between groups and the executor's own buffers are left out.
 """
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from compute import dtype as dt
 from compute.compute_dag import ComputeDAG
 from compute.tensor import ComputeOp
 
@@ -31,12 +39,15 @@ class GraphTask(SearchTask):
     occurrences (``group_names``: the fused node names of each, for display)."""
 
     def __init__(self, dag: ComputeDAG, desc: str, group_names: Sequence[str], weight: int,
-                 constant_inputs: Sequence[int] = (), layout_rewrite: bool = True):
+                 constant_inputs: Sequence[int] = (), layout_rewrite: bool = True,
+                 network_footprint_bytes: int | None = None):
         super().__init__(tensors=dag, desc=desc,
                          layout_rewrite_inputs=constant_inputs if layout_rewrite else ())
         self.group_names = list(group_names)
         self.weight = weight
         self.constant_inputs = tuple(sorted(constant_inputs))
+        # The rest of the network's bytes between two calls (module docstring; None: not known).
+        self.network_footprint_bytes = network_footprint_bytes
 
     def __str__(self) -> str:
         shown = ", ".join(self.group_names[:3]) + (", ..." if len(self.group_names) > 3 else "")
@@ -96,6 +107,17 @@ def lower_groups(graph: Graph, max_depth: int = DEFAULT_MAX_DEPTH) -> list[Occur
     return out
 
 
+def argument_bytes(dag: ComputeDAG) -> int:
+    """The bytes of a kernel's arguments: its inputs (weights too) and outputs."""
+    total = 0
+    for t in dag.tensors:
+        n = dt.nbytes(t.dtype)
+        for d in t.shape:
+            n *= int(d)
+        total += n
+    return total
+
+
 def constant_positions(occ: Occurrence, constants: Collection[str]) -> set[int]:
     """The argument positions of ``occ``'s kernel bound to a constant: a graph constant (by
     name) or an array derived at compile time (a transposed dense weight, pool divisors)."""
@@ -111,7 +133,8 @@ def tasks_from_groups(occurrences: Sequence[Occurrence], include_simple: bool = 
     index, the index of its task (occurrences that are not tasks are absent). ``constants``: the
     graph's constant value names; an input constant in every occurrence of a task is one of its
     ``constant_inputs`` (``layout_rewrite``: measured pre-packed). ``variants``: per occurrence,
-    the layout or algorithm it is lowered in (named in the task's desc, ``group_desc``)."""
+    the layout or algorithm it is lowered in (named in the task's desc, ``group_desc``). Each task's
+``network_footprint_bytes``: ``occurrences``' argument bytes less its own (module docstring)."""
     by_key: dict[str, int] = {}
     members: list[list[int]] = []
     task_of: dict[int, int] = {}
@@ -124,6 +147,7 @@ def tasks_from_groups(occurrences: Sequence[Occurrence], include_simple: bool = 
             members.append([])
         members[by_key[key]].append(i)
         task_of[i] = by_key[key]
+    network_bytes = sum(argument_bytes(o.dag) for o in occurrences)
     tasks: list[GraphTask] = []
     for idx in members:
         first = occurrences[idx[0]]
@@ -131,6 +155,7 @@ def tasks_from_groups(occurrences: Sequence[Occurrence], include_simple: bool = 
         tag = None if variants is None else variants[idx[0]]
         tasks.append(GraphTask(first.dag, group_desc(first.group, tag),
                                [occurrences[i].group.name for i in idx], len(idx),
-                               sorted(const), layout_rewrite))
+                               sorted(const), layout_rewrite,
+                               network_bytes - argument_bytes(first.dag)))
     return tasks, [t.weight for t in tasks], task_of
 

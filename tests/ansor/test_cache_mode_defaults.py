@@ -1,5 +1,6 @@
-"""Who times warm and who cold when nobody says: the task scheduler's own runner times cold (a
-network's kernels run on data the kernels before them evicted), a single task's warm."""
+"""Who times in which mode when nobody says: the task scheduler's own runner times in network mode
+(a network's kernels run with weights the rest of the network evicted and the input just
+written), a single task's warm."""
 from __future__ import annotations
 
 import pytest
@@ -31,9 +32,9 @@ def _options() -> TuningOptions:
                          verbose=0, search_params=SMALL_PARAMS, seed=0)
 
 
-def test_the_schedulers_own_runner_times_cold(made):
+def test_the_schedulers_own_runner_times_in_network_mode(made):
     TaskScheduler([SearchTask(func="matmul", args=(8, 8, 8))], cost_model=RandomModel(0)).tune(_options())
-    assert made == ["cold"]
+    assert made == ["network"]
 
 
 def test_a_single_tasks_own_runner_times_warm(made):

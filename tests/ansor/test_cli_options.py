@@ -111,8 +111,8 @@ def test_the_runner_settings_reach_a_cluster_alike(command, monkeypatch, tmp_pat
     monkeypatch.setattr(cli_options, "open_cluster", open_cluster)
     assert main(command + ["--cluster", "tcp://127.0.0.1:1", "--timeout", "3",
                            "--min-repeat-ms", "5"]) == 2
-    # The timing mode too, each command's default: warm for one kernel, cold for a network.
-    assert seen == {"timeout": 3.0, "min_repeat_ms": 5.0, "cache": "warm" if command is TUNE else "cold"}
+    # The timing mode too, each command's default: warm for one kernel, network mode for a network.
+    assert seen == {"timeout": 3.0, "min_repeat_ms": 5.0, "cache": "warm" if command is TUNE else "network"}
 
 
 def test_records_verify_takes_the_measurement_options(monkeypatch, tmp_path):
@@ -339,8 +339,8 @@ def test_a_bad_model_file_is_exit_2(command, tmp_path, monkeypatch, capsys):
     assert "not a valid ONNX model" in err
 
 
-def test_the_network_times_cold_by_default_and_cache_overrides_either_default(capture):
-    # No option: each tuner's own runner, in its mode (TaskScheduler's cold, SearchTask's warm:
+def test_the_network_times_in_network_mode_by_default_and_cache_overrides_either_default(capture):
+    # No option: each tuner's own runner, in its mode (TaskScheduler's network, SearchTask's warm:
     # tests/ansor/test_cache_mode_defaults.py); an override is a runner of that mode.
     assert capture(NETWORK_TUNE)["opts"].runner == "local"
     assert capture(TUNE)["opts"].runner == "local"
@@ -348,7 +348,11 @@ def test_the_network_times_cold_by_default_and_cache_overrides_either_default(ca
     assert isinstance(warm, LocalRunner) and warm.cache == "warm"
     cold = capture(TUNE + ["--cache", "cold"])["opts"].runner
     assert isinstance(cold, LocalRunner) and cold.cache == "cold"
-    assert capture(NETWORK_TUNE + ["--cache", "cold"])["opts"].runner == "local"  # the default
+    cold = capture(NETWORK_TUNE + ["--cache", "cold"])["opts"].runner  # the previous default
+    assert isinstance(cold, LocalRunner) and cold.cache == "cold"
+    assert capture(NETWORK_TUNE + ["--cache", "network"])["opts"].runner == "local"  # the default
+    net = capture(TUNE + ["--cache", "network"])["opts"].runner
+    assert isinstance(net, LocalRunner) and net.cache == "network"
 
 
 @COMMANDS

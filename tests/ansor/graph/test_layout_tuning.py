@@ -337,8 +337,8 @@ def test_blocked_conv_with_strides_dilation_and_batch_matches(strides, dilation,
 
 
 def test_transform_costs_are_kept_per_cache_mode(tmp_path):
-    """A cold run (the default, as the task scheduler times the variants) does not take costs
-    timed warm (entries without ``cache``, as before the modes), nor the reverse."""
+    """A cold run does not take costs timed warm (entries without ``cache``, as before the modes),
+    nor the reverse."""
     path = tmp_path / "log.json.layouts.jsonl"
     warm = {TransformKey((1, 5, 5, C), "float32", NHWC, blocked(LANES)): 1.5e-6}
     cold = {TransformKey((1, 5, 5, C), "float32", blocked(LANES), NHWC): 4.5e-6}
