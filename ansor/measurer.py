@@ -30,7 +30,7 @@ from measure.local import measure_batch
 from measure.measure import (MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult,
                              MeasureUnavailableError, pooled_cost)
 from measure.protocols import Builder, Runner
-from measure.record import RecordFileError
+from measure.log_file import RecordFileError
 
 from .shared_log import SharedLog
 
@@ -54,7 +54,7 @@ STOP_LOG_FAILED = "the log file could not be written"
 # measured with them; the run ends with what the log holds.
 STOP_UNAVAILABLE = "measurements stopped"
 
-# Appends one batch to the log; raises measure.record.RecordFileError when it cannot.
+# Appends one batch to the log; raises measure.log_file.RecordFileError when it cannot.
 Recorder = Callable[[Sequence[MeasureInput], Sequence[MeasureResult]], None]
 
 

@@ -25,8 +25,8 @@ from compute.access_bounds import OutOfBoundsError
 from measure.builder import LocalBuilder
 from measure.checks import MAX_TIMEOUT_S, check_count, check_nonnegative, check_seconds
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from measure.record import (LineWarner, RecordFileError, RecordLine, RecordToFile, RecordWarning,
-                            iter_lines, target_summary)
+from measure.log_file import RecordFileError
+from measure.record import LineWarner, RecordLine, RecordToFile, RecordWarning, iter_lines, target_summary
 from measure.runner import LocalRunner
 
 from .search_task import SearchTask

@@ -54,7 +54,8 @@ from cost_model.cost_model import CostModel
 from measure.checks import check_seed
 from measure.measure import NETWORK
 from measure.measurers import Measurers
-from measure.record import RecordToFile, check_log_file
+from measure.log_file import check_log_file
+from measure.record import RecordToFile
 from measure.runtime import check_num_threads
 
 from . import scheduler_policy as policy

@@ -44,7 +44,8 @@ from measure.checks import MAX_PER_ROUND, MAX_TRIALS, check_count, check_seed
 from measure.measure import MeasureErrorNo, MeasureInput
 from measure.measurers import Measurers, check_measurers
 from measure.protocols import Builder, Runner
-from measure.record import RecordToFile, check_log_file
+from measure.log_file import check_log_file
+from measure.record import RecordToFile
 from measure.runtime import check_num_threads
 from measure.target import host_cpu_name
 
@@ -102,7 +103,7 @@ class TuningOptions:
     * ``early_stopping``: stop when the best has not improved for this many trials (None: never).
     * ``log_file``: JSON-lines record file, appended after every round and resumed from if it
       exists (None: nothing is written and nothing resumed). Checked when tuning starts
-      (``measure.record.RecordFileError`` if it cannot be appended to); a write that fails
+      (``measure.log_file.RecordFileError`` if it cannot be appended to); a write that fails
       later (a full disk) ends the run with what the log holds.
     * ``verbose``: 0 prints nothing, 1 one line per round and a summary, 2 also the builder's and
       runner's per-candidate marks and the policy's own output.

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from measure.measure import MAX_FLOAT, MeasureInput, MeasureResult
-from measure.record import (LineWarner, RecordLine, RecordToFile, append_durably, iter_lines)
+from measure.log_file import append_durably
+from measure.record import LineWarner, RecordLine, RecordToFile, iter_lines
 
 from ..task_records import NoRecordError, describe_missing, record_to_input
 from .space import ConfigEntity

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from measure.measure import MAX_FLOAT, MeasureErrorNo, MeasureInput, MeasureResult
-from measure.record import RecordLine, check_log_file, truncate_msg
+from measure.log_file import check_log_file
+from measure.record import RecordLine, truncate_msg
 from measure.runtime import check_num_threads
 
 from ..measurer import (MAX_CONSECUTIVE_ERRORS, STOP_BUDGET, STOP_INTERRUPTED, STOP_LOG_FAILED,

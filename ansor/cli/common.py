@@ -36,11 +36,11 @@ def import_user_modules(mods: Sequence[str]) -> bool:
 
 
 def log_refused(path: str | None, prog: str) -> bool:
-    """Check ``--log`` before any work (``measure.record.check_log_file``: a directory, a
+    """Check ``--log`` before any work (``measure.log_file.check_log_file``: a directory, a
     missing directory, ``/proc``, no permission, ...): print the one-line reason and return
     True when it cannot be used. ``ansor tune`` and ``ansor network tune`` both call this before
     connecting to a cluster or tuning (the tuners check again, for library callers)."""
-    from measure.record import RecordFileError, check_log_file  # noqa: PLC0415 - start-up time
+    from measure.log_file import RecordFileError, check_log_file  # noqa: PLC0415 - start-up time
 
     if path is None:
         return False

@@ -93,7 +93,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from ansor.measurer import STOP_LOG_FAILED
     from ansor.task_scheduler import LogEstimatedLatency, PrintTableInfo, TaskFilter, TaskScheduler
     from ansor.tuning import format_duration
-    from measure.record import RecordFileError  # noqa: PLC0415 - start-up time of the CLI
+    from measure.log_file import RecordFileError  # noqa: PLC0415 - start-up time of the CLI
 
     from .common import load_model, log_refused
 

@@ -10,7 +10,7 @@ from ansor import argtypes
 from ansor.search_task import SearchTask
 from ansor.tuning import TuneResult, TuningOptions, format_speedup
 from compute.ops import get_workload
-from measure.record import RecordFileError
+from measure.log_file import RecordFileError
 from measure.runtime import num_threads
 from measure.targets import TargetError
 

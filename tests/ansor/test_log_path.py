@@ -20,7 +20,8 @@ from ansor.cli import main
 from ansor.records import load_records
 from ansor.tuning import STOP_LOG_FAILED, TuningOptions
 from measure.measure import MeasureInput, MeasureResult
-from measure.record import RecordFileError, RecordToFile, append_durably, check_log_file
+from measure.log_file import RecordFileError, append_durably, check_log_file
+from measure.record import RecordToFile
 from tests.ansor.test_tune import (SMALL_PARAMS, ListPolicy, builder,  # noqa: F401 - fixtures
                                    i_split_states, runner)
 

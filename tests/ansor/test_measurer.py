@@ -14,7 +14,7 @@ import ansor
 from ansor import measurer as M
 from measure.builder import LocalBuilder
 from measure.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
-from measure.record import RecordFileError
+from measure.log_file import RecordFileError
 from measure.runner import LocalRunner
 
 

@@ -13,7 +13,7 @@ import ansor
 from ansor.measurer import STOP_INTERRUPTED, STOP_LOG_FAILED, STOP_UNAVAILABLE, ProgramMeasurer
 from ansor.tuning_loop import Session, measure_batch, run_round
 from measure.measure import MeasureErrorNo, MeasureInput, MeasureResult, MeasureUnavailableError
-from measure.record import RecordFileError
+from measure.log_file import RecordFileError
 
 from .sched_fakes import FakeBuilder, FakeRunner
 
