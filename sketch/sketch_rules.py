@@ -8,11 +8,12 @@ they print, lower and run like any schedule.
 Rules are small classes with ``meet_condition`` (skip / apply / apply-and-skip-the-rest) and
 ``apply`` (new states, each with the stage to visit next), tried in one ordered list from the last
 stage to the first, as in Ansor's CPU sketch policy: always-inline, add-rfactor, row-block dot
-product, lane reduction, lane-axis cache write, add-cache-write, multi-level tiling with fusion,
-multi-level tiling ("SSRSRS"), skip. The row-block, lane-reduction and lane-axis rules are ours: a
-matrix-vector product and a reduction without reuse, which Ansor's rules leave scalar, and an
-accumulator laid out channels-innermost when the output's own innermost axis is a poor vector
-length. A user can add a rule by passing their own list to ``generate_sketches``.
+product, lane reduction, lane-axis cache write, two-anchor fusion, add-cache-write, multi-level
+tiling with fusion, multi-level tiling ("SSRSRS"), skip. The row-block, lane-reduction, lane-axis
+and two-anchor rules are ours: a matrix-vector product and a reduction without reuse, which
+Ansor's rules leave scalar, an accumulator laid out channels-innermost when the output's own
+innermost axis is a poor vector length, and a tiled reduction computed a tile at a time inside
+the tiled reduction it feeds (a 1x1 conv inside a depthwise conv: no intermediate in memory). A user can add a rule by passing their own list to ``generate_sketches``.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from compute.compute_dag import ComputeDAG, OpInfo, analyse_op
 
 from .hardware import HardwareParams
 from .loop_state import InvalidStepError, State
-from .stage_patterns import (consumer_read_order, follow_tiling, is_argument,
+from .stage_patterns import (anchor_attach_points, anchor_consumer, consumer_read_order, follow_tiling, is_argument,
                              is_compute_stage, is_derived, lane_axis_order, lane_reduction_axis,
                              matrix_vector, multi_level_tiling, single_elementwise_consumer, with_pack)
 FUSION_LEVELS = (1, 2)      # compute a tiled producer at its consumer's level-1 or level-2 tile
@@ -243,6 +244,40 @@ class RuleLaneAxisCacheWrite(SketchRule):
         return [(state.cache_write(sid, axis_order=order), sid)]
 
 
+class RuleTwoAnchorFusion(SketchRule):
+    """A tiled reduction whose value only another tiled reduction reads (a 1x1 conv feeding a
+    depthwise conv, a depthwise conv feeding a 1x1; ``anchor_consumer``) is computed a tile at a
+    time inside the consumer's tile loops (``anchor_attach_points``), so the intermediate never
+    goes to memory: bound inference gives the producer's region, the consumer's tile plus the
+    halo a 3x3 window reads, and its buffer is that region. The stages between (a pad, the
+    producer's bias and activation) are inlined into the consumer, recomputed per tap, so the
+    producer's buffer is its plain accumulator. An extra sketch: the rules after this one still
+    derive the sketches that write the intermediate whole."""
+
+    name = "two_anchor_fusion"
+
+    def meet_condition(self, ctx, state, sid):
+        if not is_compute_stage(state, sid) or not ctx.info(state, sid).needs_multi_level_tiling:
+            return ConditionKind.SKIP
+        return ConditionKind.SKIP if anchor_consumer(state, sid) is None else ConditionKind.APPLY
+
+    def apply(self, ctx, state, sid):
+        found = anchor_consumer(state, sid)
+        assert found is not None
+        c, between = found
+        s = state
+        for b in between:
+            s = s.compute_inline(b)
+        tiled, _ = multi_level_tiling(s, sid)
+        out = []
+        for target, pos in anchor_attach_points(tiled, c):
+            try:
+                out.append((tiled.compute_at(sid, target, pos), sid - 1))
+            except InvalidStepError:
+                continue
+        return out
+
+
 class RuleMultiLevelTilingWithFusion(SketchRule):
     """Tile "SSRSRS" and compute the stage at its elementwise consumer's tile, level 1 or 2."""
 
@@ -314,7 +349,7 @@ class RuleSkipStage(SketchRule):
 
 DEFAULT_RULES: tuple[SketchRule, ...] = (
     RuleAlwaysInline(), RuleAddRfactor(), RuleRowBlockDot(), RuleLaneReduction(), RuleLaneAxisCacheWrite(),
-    RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(), RuleMultiLevelTiling(), RuleSkipStage(),
+    RuleTwoAnchorFusion(), RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(), RuleMultiLevelTiling(), RuleSkipStage(),
 )
 
 

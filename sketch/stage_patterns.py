@@ -263,3 +263,50 @@ MIN_LANE_AXIS = 8
 
 
 # ---- the rules ---------------------------------------------------------------------------------------
+
+
+def anchor_consumer(state: State, sid: int) -> tuple[int, list[int]] | None:
+    """``(c, between)`` when the tiled reduction ``sid`` feeds another one, ``c``, through nothing
+    but non-reduction stages ``between`` (a pad, a bias and activation already inlined), each
+    read by one stage only, and ``c`` is already tiled (the sketch rules visit consumers first):
+    the second anchor of a two-anchor group (1x1 conv -> depthwise conv, depthwise -> 1x1).
+    None otherwise, or when a stage between is a kernel argument (its value must be written)."""
+    between: list[int] = []
+    cur = sid
+    while True:
+        consumers = state.effective_consumers(cur)
+        if len(consumers) != 1:
+            return None
+        c = consumers[0]
+        cst = state.stages[c]
+        if not is_compute_stage(state, c):
+            return None
+        if isinstance(cst.op.body, E.Reduce):
+            return (c, between) if cst.relations else None
+        if cst.compute_at != "root" or is_argument(state, c) or cst.relations:
+            return None
+        between.append(c)
+        cur = c
+
+
+def anchor_attach_points(state: State, c: int) -> list[tuple[int, int]]:
+    """Where a producer can be computed so that it makes one tile of consumer anchor ``c`` at a
+    time: ``(stage, loop position)`` pairs, outermost first. ``c`` computed at a tile loop of
+    its consumer (multi-level tiling with fusion): that loop and the outer tile loops of the same
+    consumer, one per tiling level; ``c`` at root: the end of its own first and second spatial
+    tiling levels (outside its reduction loops)."""
+    cst = state.stages[c]
+    if cst.compute_at == "iter" and cst.attach is not None:
+        tid, it_id = cst.attach
+        t = state.stages[tid]
+        at = t.leaves.index(it_id)
+        n = len(t.op.axes)
+        return [(tid, p) for p in range(n - 1, at + 1, n)] + ([(tid, at)] if (at + 1) % n else [])
+    n = len(cst.op.axes)
+    leaves = cst.leaf_iters
+    out = []
+    for level in (1, 2):
+        p = level * n - 1
+        if p < len(leaves) and all(it.kind == "spatial" for it in leaves[:p + 1]):
+            out.append((c, p))
+    return out
