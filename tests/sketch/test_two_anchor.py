@@ -1,6 +1,6 @@
 """Two-anchor fusion (``RuleTwoAnchorFusion``): a 1x1 conv computed a tile at a time inside the
-depthwise conv it feeds (and a depthwise conv inside the 1x1 projection after it), the
-intermediate held in a local buffer of the consumer's tile plus the 3x3 halo.
+depthwise conv it feeds (a depthwise conv inside the 1x1 projection after it, a 1x1 inside a
+3x3 conv), the intermediate held in a local buffer of the consumer's tile plus the 3x3 halo.
 
 Odd shapes (H, W primes, batch 2), strides 1 and 2: schedules sampled from the fused sketches,
 a hand-written one whose buffer size is known, and random step sequences on the fused DAG all
@@ -64,6 +64,18 @@ def dw_project(stride: int):
     return [x, w2, b2, w3, b3, z]
 
 
+def conv1x1_conv3x3(stride: int):
+    """1x1 conv + bias + relu6 -> 3x3 conv (pad 1) + bias: a ResNet bottleneck's first two."""
+    x = te.placeholder((N, H, W, CIN), "float32", "x")
+    w1 = te.placeholder((1, 1, CIN, COUT), "float32", "w1")
+    b1 = te.placeholder((COUT,), "float32", "b1")
+    w2 = te.placeholder((3, 3, COUT, CIN), "float32", "w2")
+    b2 = te.placeholder((CIN,), "float32", "b2")
+    y = _bias_relu6(ops.conv2d_nhwc(x, w1, name="reduce"), b1)
+    z = _bias_relu6(ops.conv2d_nhwc(y, w2, stride, 1, name="conv3"), b2, relu6=False)
+    return [x, w1, b1, w2, b2, z]
+
+
 def _relu6(x):
     return np.clip(x, 0.0, 6.0)
 
@@ -78,7 +90,13 @@ def np_dw_project(stride, x, w2, b2, w3, b3):
     return np_conv_channels_last(y, w3) + b3
 
 
-PATTERNS = {"expand_dw": (expand_dw, np_expand_dw, "expand"), "dw_project": (dw_project, np_dw_project, "dw")}
+def np_conv1x1_conv3x3(stride, x, w1, b1, w2, b2):
+    y = _relu6(np_conv_channels_last(x, w1) + b1)
+    return np_conv_channels_last(y, w2, stride, 1) + b2
+
+
+PATTERNS = {"expand_dw": (expand_dw, np_expand_dw, "expand"), "dw_project": (dw_project, np_dw_project, "dw"),
+            "conv1x1_conv3x3": (conv1x1_conv3x3, np_conv1x1_conv3x3, "reduce")}
 
 
 def _fused_sketches(dag: ComputeDAG, producer: str) -> list[State]:
@@ -108,7 +126,7 @@ def test_rule_derives_the_fused_sketches(pattern):
         st = next(x for x in s.stages if x.name == producer)
         target = s.stages[st.attach[0]]
         # at the tile loop of the consumer anchor's own consumer (the relu6 or bias stage)
-        assert target.name.startswith(("dw_", "project_")), target.name
+        assert target.name.startswith(("dw_", "project_", "conv3_")), target.name
         assert st.relations, "the producer is tiled too"
     plain = len(generate_sketches(dag, num_cores=2,
                                   rules=[r for r in DEFAULT_RULES if r.name != "two_anchor_fusion"]))

@@ -137,3 +137,35 @@ def test_choice_by_measurement_and_never_untuned(tmp_path):
     out = io.StringIO()
     ansor.compile_network(g, untuned, file=out)
     assert "run as one kernel" not in out.getvalue()
+
+
+def test_network_tasks_lists_the_pairs(monkeypatch, capsys):
+    from ansor.cli import main as ansor_main
+
+    monkeypatch.setattr("ansor.cli.network.load_model", lambda *a, **k: block_net(2))
+    assert ansor_main(["network", "tasks", "blocks", "--fuse-pairs"]) == 0
+    out = capsys.readouterr().out
+    assert "conv1x1+dwconv3x3 2x7x6x24" in out and "dwconv3x3+conv1x1 2x7x6x8" in out
+    assert "4 fused pair task(s) beside them" in out
+
+
+@pytest.mark.slow
+def test_network_tune_fuse_pairs_through_the_cli(tmp_path, monkeypatch, capsys):
+    """``ansor network tune --fuse-pairs`` tunes the separate and the fused tasks (named in the
+    task table), prints the measured choice, and the network compiled from the log matches."""
+    from ansor.cli import main as ansor_main
+
+    g = block_net(1)
+    monkeypatch.setattr("ansor.cli.common.load_model", lambda *a, **k: g)
+    log = tmp_path / "log.json"
+    plan = plan_network(g)
+    n_tasks = len(plan.tasks) + len(pair_tasks(g, pair_candidates(g, plan.groups))[0])
+    argv = ["network", "tune", "blocks", "--fuse-pairs", "--trials", str(2 * n_tasks), "--per-round", "2",
+            "--population", "16", "--remeasure-best", "1", "--log", str(log), "--seed", "0", "--rounds", "0",
+            "--no-export"]
+    assert ansor_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "conv1x1+dwconv3x3 2x13x11x24" in out and "candidate(s) run as one kernel" in out
+    assert_network_matches(ansor.compile_network(g, log, verbose=False), g, atol=1e-5)
+    assert ansor_main(["network", "tune", "blocks", "--fuse-pairs", "--layout-tuning", "--log",
+                       str(tmp_path / "x.json")]) == 2
