@@ -105,7 +105,10 @@ def pair_candidates(graph: Graph, occurrences: Sequence[Occurrence]) -> list[Pai
             continue
         j = readers[0]
         merged = merge_groups(g, groups[j])
-        low = lower_group(merged, graph)
+        try:
+            low = lower_group(merged, graph)
+        except GraphError:
+            continue  # an optional kernel: the two groups stay as they are
         kinds = (anchor_kind(anchors(g)[0], graph), anchor_kind(anchors(groups[j])[0], graph))
         out.append(PairCandidate(i, j, Occurrence(merged, low, ComputeDAG(low.tensors)), kinds))
     return out

@@ -169,3 +169,12 @@ def test_network_tune_fuse_pairs_through_the_cli(tmp_path, monkeypatch, capsys):
     assert_network_matches(ansor.compile_network(g, log, verbose=False), g, atol=1e-5)
     assert ansor_main(["network", "tune", "blocks", "--fuse-pairs", "--layout-tuning", "--log",
                        str(tmp_path / "x.json")]) == 2
+
+
+def test_exported_fused_module_loads_and_runs(tmp_path):
+    from ansor.graph.executor import load_module
+
+    g = block_net(1)
+    lib = ansor.compile_network(g, fuse_pairs=[(1, 2), (3, 4)], verbose=False)
+    back = load_module(lib.export(tmp_path / "m"))
+    assert_network_matches(back, g, atol=1e-5)
