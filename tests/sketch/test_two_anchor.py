@@ -191,3 +191,38 @@ def _random_check(pattern: str, stride: int, seed: int, n_steps: int) -> None:
 def test_random_schedules_of_the_fused_dag(pattern, stride):
     for seed in range(4):
         _random_check(pattern, stride, seed, 12)
+
+
+def expand_dw_project(stride: int):
+    """All three of an inverted residual block: 1x1 -> depthwise 3x3 -> 1x1, each with its bias."""
+    x = te.placeholder((N, H, W, CIN), "float32", "x")
+    w1 = te.placeholder((1, 1, CIN, HID), "float32", "w1")
+    b1 = te.placeholder((HID,), "float32", "b1")
+    w2 = te.placeholder((3, 3, HID, 1), "float32", "w2")
+    b2 = te.placeholder((HID,), "float32", "b2")
+    w3 = te.placeholder((1, 1, HID, COUT), "float32", "w3")
+    b3 = te.placeholder((COUT,), "float32", "b3")
+    y = _bias_relu6(ops.conv2d_nhwc(x, w1, name="expand"), b1)
+    z = _bias_relu6(ops.depthwise_conv2d_nhwc(y, w2, stride, 1, name="dw"), b2)
+    return [x, w1, b1, w2, b2, w3, b3, _bias_relu6(ops.conv2d_nhwc(z, w3, name="project"), b3, relu6=False)]
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_the_rule_composes_over_three_anchors(stride):
+    # Applied twice (the depthwise inside the projection's tiles, the 1x1 expand inside those
+    # too): no intermediate is written whole. The graph offers pairs only; this checks that a
+    # chain stays correct when the rule meets it.
+    dag = ComputeDAG(expand_dw_project(stride))
+    chained = [s for s in generate_sketches(dag, num_cores=2)
+               if all(s.stages[s.stage_index(n)].compute_at == "iter" for n in ("expand", "dw"))
+               and not any(x.name.endswith(".local") for x in s.stages)]
+    assert chained
+    rng = random.Random(stride)
+
+    def np_fn(s, x, w1, b1, w2, b2, w3, b3):
+        return np_dw_project(s, _relu6(np_conv_channels_last(x, w1) + b1), w2, b2, w3, b3)
+
+    for k in range(4):
+        state = sample_state(chained[k % len(chained)], rng, PARAMS)
+        assert {b.scope for name, b in _allocs(lower(state)).items() if name in ("expand", "dw")} == {"local"}
+        _check_numpy(state, dag, np_fn, stride, f"three anchors s{stride} sample {k}:\n{state}")
