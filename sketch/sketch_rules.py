@@ -13,7 +13,8 @@ tiling with fusion, multi-level tiling ("SSRSRS"), skip. The row-block, lane-red
 and two-anchor rules are ours: a matrix-vector product and a reduction without reuse, which
 Ansor's rules leave scalar, an accumulator laid out channels-innermost when the output's own
 innermost axis is a poor vector length, and a tiled reduction computed a tile at a time inside
-the tiled reduction it feeds (a 1x1 conv inside a depthwise conv: no intermediate in memory). A user can add a rule by passing their own list to ``generate_sketches``.
+the tiled reduction it feeds (a 1x1 conv inside a depthwise conv: no intermediate in memory).
+A user can add a rule by passing their own list to ``generate_sketches``.
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from compute.compute_dag import ComputeDAG, OpInfo, analyse_op
 
 from .hardware import HardwareParams
 from .loop_state import InvalidStepError, State
-from .stage_patterns import (anchor_attach_points, anchor_consumer, consumer_read_order, follow_tiling, is_argument,
-                             is_compute_stage, is_derived, lane_axis_order, lane_reduction_axis,
+from .stage_patterns import (anchor_attach_points, anchor_consumer, consumer_read_order, follow_tiling,
+                             is_argument, is_compute_stage, is_derived, lane_axis_order, lane_reduction_axis,
                              matrix_vector, multi_level_tiling, single_elementwise_consumer, with_pack)
 FUSION_LEVELS = (1, 2)      # compute a tiled producer at its consumer's level-1 or level-2 tile
 
@@ -247,7 +248,7 @@ class RuleLaneAxisCacheWrite(SketchRule):
 class RuleTwoAnchorFusion(SketchRule):
     """A tiled reduction whose value only another tiled reduction reads (a 1x1 conv feeding a
     depthwise conv, a depthwise conv feeding a 1x1; ``anchor_consumer``) is computed a tile at a
-    time inside the consumer's tile loops (``anchor_attach_points``), so the intermediate never
+    time inside the consumer's outermost tile loop (``anchor_attach_points``), so the intermediate never
     goes to memory: bound inference gives the producer's region, the consumer's tile plus the
     halo a 3x3 window reads, and its buffer is that region. The stages between (a pad, the
     producer's bias and activation) are inlined into the consumer, recomputed per tap, so the
@@ -349,7 +350,8 @@ class RuleSkipStage(SketchRule):
 
 DEFAULT_RULES: tuple[SketchRule, ...] = (
     RuleAlwaysInline(), RuleAddRfactor(), RuleRowBlockDot(), RuleLaneReduction(), RuleLaneAxisCacheWrite(),
-    RuleTwoAnchorFusion(), RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(), RuleMultiLevelTiling(), RuleSkipStage(),
+    RuleTwoAnchorFusion(), RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(), RuleMultiLevelTiling(),
+    RuleSkipStage(),
 )
 
 

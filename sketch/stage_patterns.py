@@ -291,22 +291,21 @@ def anchor_consumer(state: State, sid: int) -> tuple[int, list[int]] | None:
 
 def anchor_attach_points(state: State, c: int) -> list[tuple[int, int]]:
     """Where a producer can be computed so that it makes one tile of consumer anchor ``c`` at a
-    time: ``(stage, loop position)`` pairs, outermost first. ``c`` computed at a tile loop of
-    its consumer (multi-level tiling with fusion): that loop and the outer tile loops of the same
-    consumer, one per tiling level; ``c`` at root: the end of its own first and second spatial
-    tiling levels (outside its reduction loops)."""
+    time: ``(stage, loop position)``. The outermost tile loop only - of the consumer ``c`` is
+    computed in (multi-level tiling with fusion), else of ``c``'s own first spatial level - so
+    the producer runs once per outer (parallel) tile and recomputes its halo once per such tile.
+    Inside an inner tile it runs for a few outputs at a time, recomputing a halo as large as
+    the tile (a 2x7 stride-2 tile reads a 5x15 window) - a space where a short search found
+    only slow kernels."""
     cst = state.stages[c]
     if cst.compute_at == "iter" and cst.attach is not None:
         tid, it_id = cst.attach
         t = state.stages[tid]
-        at = t.leaves.index(it_id)
         n = len(t.op.axes)
-        return [(tid, p) for p in range(n - 1, at + 1, n)] + ([(tid, at)] if (at + 1) % n else [])
+        at = t.leaves.index(it_id)
+        return [(tid, min(n - 1, at))]
     n = len(cst.op.axes)
     leaves = cst.leaf_iters
-    out = []
-    for level in (1, 2):
-        p = level * n - 1
-        if p < len(leaves) and all(it.kind == "spatial" for it in leaves[:p + 1]):
-            out.append((c, p))
-    return out
+    if n <= len(leaves) and all(it.kind == "spatial" for it in leaves[:n]):
+        return [(c, n - 1)]
+    return []
