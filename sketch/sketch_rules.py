@@ -253,14 +253,19 @@ class RuleTwoAnchorFusion(SketchRule):
     halo a 3x3 window reads, and its buffer is that region. The stages between (a pad, the
     producer's bias and activation) are inlined into the consumer, recomputed per tap, so the
     producer's buffer is its plain accumulator. An extra sketch: the rules after this one still
-    derive the sketches that write the intermediate whole."""
+    derive the sketches that write the intermediate whole, unless the producer asks for the fused
+    structure only (``attrs["sketch"] == "two_anchor"``: a network's fused pair task, whose
+    separate structures are the separate tasks')."""
 
     name = "two_anchor_fusion"
 
     def meet_condition(self, ctx, state, sid):
         if not is_compute_stage(state, sid) or not ctx.info(state, sid).needs_multi_level_tiling:
             return ConditionKind.SKIP
-        return ConditionKind.SKIP if anchor_consumer(state, sid) is None else ConditionKind.APPLY
+        if anchor_consumer(state, sid) is None:
+            return ConditionKind.SKIP
+        only = getattr(state.stages[sid].op, "attrs", {}).get("sketch") == "two_anchor"
+        return ConditionKind.APPLY_AND_SKIP_REST if only else ConditionKind.APPLY
 
     def apply(self, ctx, state, sid):
         found = anchor_consumer(state, sid)
@@ -276,6 +281,8 @@ class RuleTwoAnchorFusion(SketchRule):
                 out.append((tiled.compute_at(sid, target, pos), sid - 1))
             except InvalidStepError:
                 continue
+        if not out:  # as if the rule had skipped: the other rules still derive a sketch
+            raise InvalidStepError(f"no tile loop of {state.stages[c].name} to compute {state.stages[sid].name} at")
         return out
 
 

@@ -25,7 +25,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from compute import expr as E
 from compute.compute_dag import ComputeDAG
+from compute.tensor import ComputeOp
 
 from ..records import best_records
 from .fuse import PATTERN_LEVEL, FusedGroup, node_pattern_of
@@ -110,8 +112,18 @@ def pair_candidates(graph: Graph, occurrences: Sequence[Occurrence]) -> list[Pai
         except GraphError:
             continue  # an optional kernel: the two groups stay as they are
         kinds = (anchor_kind(anchors(g)[0], graph), anchor_kind(anchors(groups[j])[0], graph))
-        out.append(PairCandidate(i, j, Occurrence(merged, low, ComputeDAG(low.tensors)), kinds))
+        out.append(PairCandidate(i, j, Occurrence(merged, low, _fused_only(low.tensors)), kinds))
     return out
+
+
+def _fused_only(tensors: list) -> ComputeDAG:
+    """The merged group's DAG with its first conv asking the sketch rules for the fused
+    structure only (``attrs["sketch"] = "two_anchor"``, part of the workload key): the separate
+    structures are the separate tasks' space, so the fused task's budget goes to fused kernels."""
+    first = next(op for op in ComputeDAG(tensors).ops
+                 if isinstance(op, ComputeOp) and isinstance(op.body, E.Reduce))
+    first.attrs["sketch"] = "two_anchor"
+    return ComputeDAG(tensors)
 
 
 def pair_tasks(graph: Graph, candidates: Sequence[PairCandidate], layout_rewrite: bool = True

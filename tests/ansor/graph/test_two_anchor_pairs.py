@@ -63,6 +63,13 @@ def test_pairs_offered_and_named():
                                        "conv1x1+dwconv3x3 2x7x6x24", "dwconv3x3+conv1x1 2x7x6x8"]
     assert len({t.workload_key for t in tasks}) == 4 and weights == [1, 1, 1, 1]
     assert not {t.workload_key for t in tasks} & {t.workload_key for t in plan.tasks}
+    # a pair task's sketches are fused ones only (its first conv asks for them): the separate
+    # structures are the separate tasks' to tune
+    for t in tasks:
+        sketches = generate_sketches(t.compute_dag, num_cores=2)
+        first = next(op.name for op in t.compute_dag.ops if getattr(op, "attrs", {}).get("sketch") == "two_anchor")
+        assert sketches and all(s.stages[s.stage_index(first)].compute_at == "iter" for s in sketches)
+        assert not any(st.name == first + ".local" for s in sketches for st in s.stages)
     with pytest.raises(GraphError, match="cannot be fused: the producer's output has other readers"):
         resolve_pairs(g, plan.groups, [(2, 3)], None)
     with pytest.raises(GraphError, match=r"\(0, 9\) is not a pair"):
