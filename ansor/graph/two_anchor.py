@@ -11,10 +11,11 @@ the intermediate never goes to memory.
 Fusing is not always faster (the producer's halo is recomputed per tile, and the kernel is
 harder to tune), so it is chosen by measurement, as layouts are: ``pair_tasks`` gives each
 candidate's merged group as a task of its own (named by its anchors, ``conv1x1+dwconv3x3
-1x28x28x32``), tuned beside the separate ones; ``choose_pairs`` fuses a pair only when the log
-holds a record of the fused task faster than the sum of the separate tasks' best records (an
-unmeasured fused task is never chosen); candidates that share a group (expand -> depthwise and
-depthwise -> project) are taken greedily, the largest measured saving first.
+1x28x28x32``; its first conv asks the sketch rules for the fused structure only), tuned beside
+the separate ones; ``choose_pairs`` fuses a pair only when the log holds a record of the fused
+task faster than the sum of the separate tasks' best records (an unmeasured fused task is never
+chosen); candidates that share a group (expand -> depthwise and depthwise -> project) are taken
+greedily, the largest measured saving first (optimal for MobileNet's chains of two candidates).
 ``fuse_pairs(occurrences, chosen)`` is the network's groups with the chosen pairs merged, what
 ``plan.NetworkPlan.with_pairs`` and ``compile_network(fuse_pairs=...)`` run.
 """
