@@ -27,7 +27,7 @@ from compute.compute_dag import ComputeDAG, OpInfo, analyse_op
 from .hardware import HardwareParams
 from .loop_state import InvalidStepError, State
 from .stage_patterns import (anchor_attach_points, anchor_consumer, consumer_read_order, follow_tiling,
-                             is_argument, is_compute_stage, is_derived, lane_axis_order, lane_reduction_axis,
+                             inlined_epilogue, is_argument, is_compute_stage, is_derived, lane_axis_order, lane_reduction_axis,
                              matrix_vector, multi_level_tiling, single_elementwise_consumer, with_pack)
 FUSION_LEVELS = (1, 2)      # compute a tiled producer at its consumer's level-1 or level-2 tile
 
@@ -251,8 +251,11 @@ class RuleTwoAnchorFusion(SketchRule):
     time inside the consumer's outermost tile loop (``anchor_attach_points``), so the intermediate never
     goes to memory: bound inference gives the producer's region, the consumer's tile plus the
     halo a 3x3 window reads, and its buffer is that region. The stages between (a pad, the
-    producer's bias and activation) are inlined into the consumer, recomputed per tap, so the
-    producer's buffer is its plain accumulator. An extra sketch: the rules after this one still
+    producer's bias and activation) are inlined into the consumer, recomputed per read (per tap
+    of a 3x3, per output channel of a 1x1), so the producer's buffer is its plain accumulator;
+    a second sketch computes the producer's epilogue (``inlined_epilogue``: its last elementwise
+    stage, bias and activation) at the same tile loop, once per element, into a buffer of the
+    same region. An extra sketch: the rules after this one still
     derive the sketches that write the intermediate whole, unless the producer asks for the fused
     structure only (``attrs["sketch"] == "two_anchor"``: a network's fused pair task, whose
     separate structures are the separate tasks')."""
@@ -271,6 +274,7 @@ class RuleTwoAnchorFusion(SketchRule):
         found = anchor_consumer(state, sid)
         assert found is not None
         c, between = found
+        epilogue = inlined_epilogue(state, sid)  # before the pad is inlined after it
         s = state
         for b in between:
             s = s.compute_inline(b)
@@ -279,6 +283,13 @@ class RuleTwoAnchorFusion(SketchRule):
         for target, pos in anchor_attach_points(tiled, c):
             try:
                 out.append((tiled.compute_at(sid, target, pos), sid - 1))
+            except InvalidStepError:
+                continue
+            if epilogue is None:
+                continue
+            try:  # the epilogue once per element of the tile, not once per read of it
+                e = tiled.compute_root(epilogue).compute_at(epilogue, target, pos)
+                out.append((e.compute_at(sid, target, pos), sid - 1))
             except InvalidStepError:
                 continue
         if not out:  # as if the rule had skipped: the other rules still derive a sketch

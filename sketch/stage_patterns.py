@@ -309,3 +309,16 @@ def anchor_attach_points(state: State, c: int) -> list[tuple[int, int]]:
     if n <= len(leaves) and all(it.kind == "spatial" for it in leaves[:n]):
         return [(c, n - 1)]
     return []
+
+
+def inlined_epilogue(state: State, sid: int) -> int | None:
+    """The last of the inlined elementwise stages that alone read stage ``sid`` one after the
+    other (a conv's bias add, then its activation: the activation), or None when its reader is
+    not inlined."""
+    last = None
+    cur = sid
+    while True:
+        readers = state.consumers(cur)
+        if len(readers) != 1 or state.stages[readers[0]].compute_at != "inline":
+            return last
+        last = cur = readers[0]

@@ -128,6 +128,9 @@ def test_rule_derives_the_fused_sketches(pattern):
         # at the tile loop of the consumer anchor's own consumer (the relu6 or bias stage)
         assert target.name.startswith(("dw_", "project_", "conv3_")), target.name
         assert st.relations, "the producer is tiled too"
+    # half of them also compute the producer's bias and relu6 at the tile, once per element
+    epilogue = [s for s in fused if s.stages[s.stage_index(producer + "_relu6")].compute_at == "iter"]
+    assert 0 < len(epilogue) < len(fused)
     plain = len(generate_sketches(dag, num_cores=2,
                                   rules=[r for r in DEFAULT_RULES if r.name != "two_anchor_fusion"]))
     assert len(generate_sketches(dag, num_cores=2)) > plain, "the unfused sketches stay beside them"
