@@ -8,11 +8,13 @@ they print, lower and run like any schedule.
 Rules are small classes with ``meet_condition`` (skip / apply / apply-and-skip-the-rest) and
 ``apply`` (new states, each with the stage to visit next), tried in one ordered list from the last
 stage to the first, as in Ansor's CPU sketch policy: always-inline, add-rfactor, row-block dot
-product, lane reduction, lane-axis cache write, add-cache-write, multi-level tiling with fusion,
-multi-level tiling ("SSRSRS"), skip. The row-block, lane-reduction and lane-axis rules are ours: a
-matrix-vector product and a reduction without reuse, which Ansor's rules leave scalar, and an
-accumulator laid out channels-innermost when the output's own innermost axis is a poor vector
-length. A user can add a rule by passing their own list to ``generate_sketches``.
+product, lane reduction, lane-axis cache write, two-anchor fusion, add-cache-write, multi-level
+tiling with fusion, multi-level tiling ("SSRSRS"), skip. The row-block, lane-reduction, lane-axis
+and two-anchor rules are ours: a matrix-vector product and a reduction without reuse, which
+Ansor's rules leave scalar, an accumulator laid out channels-innermost when the output's own
+innermost axis is a poor vector length, and a tiled reduction computed a tile at a time inside
+the tiled reduction it feeds (a 1x1 conv inside a depthwise conv: no intermediate in memory).
+A user can add a rule by passing their own list to ``generate_sketches``.
 """
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ from compute.compute_dag import ComputeDAG, OpInfo, analyse_op
 
 from .hardware import HardwareParams
 from .loop_state import InvalidStepError, State
-from .stage_patterns import (consumer_read_order, follow_tiling, is_argument,
-                             is_compute_stage, is_derived, lane_axis_order, lane_reduction_axis,
+from .stage_patterns import (anchor_attach_points, anchor_consumer, consumer_read_order, follow_tiling,
+                             inlined_epilogue, is_argument, is_compute_stage, is_derived, lane_axis_order, lane_reduction_axis,
                              matrix_vector, multi_level_tiling, single_elementwise_consumer, with_pack)
 FUSION_LEVELS = (1, 2)      # compute a tiled producer at its consumer's level-1 or level-2 tile
 
@@ -262,6 +264,58 @@ class RuleLaneAxisCacheWrite(SketchRule):
         return [(state.cache_write(sid, axis_order=order), sid)]
 
 
+class RuleTwoAnchorFusion(SketchRule):
+    """A tiled reduction whose value only another tiled reduction reads (a 1x1 conv feeding a
+    depthwise conv, a depthwise conv feeding a 1x1; ``anchor_consumer``) is computed a tile at a
+    time inside the consumer's outermost tile loop (``anchor_attach_points``), so the intermediate never
+    goes to memory: bound inference gives the producer's region, the consumer's tile plus the
+    halo a 3x3 window reads, and its buffer is that region. The stages between (a pad, the
+    producer's bias and activation) are inlined into the consumer, recomputed per read (per tap
+    of a 3x3, per output channel of a 1x1), so the producer's buffer is its plain accumulator;
+    a second sketch computes the producer's epilogue (``inlined_epilogue``: its last elementwise
+    stage, bias and activation) at the same tile loop, once per element, into a buffer of the
+    same region. An extra sketch: the rules after this one still
+    derive the sketches that write the intermediate whole, unless the producer asks for the fused
+    structure only (``attrs["sketch"] == "two_anchor"``: a network's fused pair task, whose
+    separate structures are the separate tasks')."""
+
+    name = "two_anchor_fusion"
+
+    def meet_condition(self, ctx, state, sid):
+        if not is_compute_stage(state, sid) or not ctx.info(state, sid).needs_multi_level_tiling:
+            return ConditionKind.SKIP
+        if anchor_consumer(state, sid) is None:
+            return ConditionKind.SKIP
+        only = getattr(state.stages[sid].op, "attrs", {}).get("sketch") == "two_anchor"
+        return ConditionKind.APPLY_AND_SKIP_REST if only else ConditionKind.APPLY
+
+    def apply(self, ctx, state, sid):
+        found = anchor_consumer(state, sid)
+        assert found is not None
+        c, between = found
+        epilogue = inlined_epilogue(state, sid)  # before the pad is inlined after it
+        s = state
+        for b in between:
+            s = s.compute_inline(b)
+        tiled, _ = multi_level_tiling(s, sid)
+        out = []
+        for target, pos in anchor_attach_points(tiled, c):
+            try:
+                out.append((tiled.compute_at(sid, target, pos), sid - 1))
+            except InvalidStepError:
+                continue
+            if epilogue is None:
+                continue
+            try:  # the epilogue once per element of the tile, not once per read of it
+                e = tiled.compute_root(epilogue).compute_at(epilogue, target, pos)
+                out.append((e.compute_at(sid, target, pos), sid - 1))
+            except InvalidStepError:
+                continue
+        if not out:  # as if the rule had skipped: the other rules still derive a sketch
+            raise InvalidStepError(f"no tile loop of {state.stages[c].name} to compute {state.stages[sid].name} at")
+        return out
+
+
 class RuleMultiLevelTilingWithFusion(SketchRule):
     """Tile "SSRSRS" and compute the stage at its elementwise consumer's tile, level 1 or 2."""
 
@@ -333,7 +387,8 @@ class RuleSkipStage(SketchRule):
 
 DEFAULT_RULES: tuple[SketchRule, ...] = (
     RuleAlwaysInline(), RuleTileOnly(), RuleAddRfactor(), RuleRowBlockDot(), RuleLaneReduction(), RuleLaneAxisCacheWrite(),
-    RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(), RuleMultiLevelTiling(), RuleSkipStage(),
+    RuleTwoAnchorFusion(), RuleAddCacheWrite(), RuleMultiLevelTilingWithFusion(), RuleMultiLevelTiling(),
+    RuleSkipStage(),
 )
 
 

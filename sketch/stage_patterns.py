@@ -263,3 +263,62 @@ MIN_LANE_AXIS = 8
 
 
 # ---- the rules ---------------------------------------------------------------------------------------
+
+
+def anchor_consumer(state: State, sid: int) -> tuple[int, list[int]] | None:
+    """``(c, between)`` when the tiled reduction ``sid`` feeds another one, ``c``, through nothing
+    but non-reduction stages ``between`` (a pad, a bias and activation already inlined), each
+    read by one stage only, and ``c`` is already tiled (the sketch rules visit consumers first):
+    the second anchor of a two-anchor group (1x1 conv -> depthwise conv, depthwise -> 1x1).
+    None otherwise, or when a stage between is a kernel argument (its value must be written)."""
+    between: list[int] = []
+    cur = sid
+    while True:
+        consumers = state.effective_consumers(cur)
+        if len(consumers) != 1:
+            return None
+        c = consumers[0]
+        cst = state.stages[c]
+        if not is_compute_stage(state, c):
+            return None
+        if isinstance(cst.op.body, E.Reduce):
+            return (c, between) if cst.relations else None
+        if cst.compute_at != "root" or is_argument(state, c) or cst.relations:
+            return None
+        between.append(c)
+        cur = c
+
+
+def anchor_attach_points(state: State, c: int) -> list[tuple[int, int]]:
+    """Where a producer can be computed so that it makes one tile of consumer anchor ``c`` at a
+    time: ``(stage, loop position)``. The outermost tile loop only - of the consumer ``c`` is
+    computed in (multi-level tiling with fusion), else of ``c``'s own first spatial level - so
+    the producer runs once per outer (parallel) tile and recomputes its halo once per such tile.
+    Inside an inner tile it runs for a few outputs at a time, recomputing a halo as large as
+    the tile (a 2x7 stride-2 tile reads a 5x15 window) - a space where a short search found
+    only slow kernels."""
+    cst = state.stages[c]
+    if cst.compute_at == "iter" and cst.attach is not None:
+        tid, it_id = cst.attach
+        t = state.stages[tid]
+        n = len(t.op.axes)
+        at = t.leaves.index(it_id)
+        return [(tid, min(n - 1, at))]
+    n = len(cst.op.axes)
+    leaves = cst.leaf_iters
+    if n <= len(leaves) and all(it.kind == "spatial" for it in leaves[:n]):
+        return [(c, n - 1)]
+    return []
+
+
+def inlined_epilogue(state: State, sid: int) -> int | None:
+    """The last of the inlined elementwise stages that alone read stage ``sid`` one after the
+    other (a conv's bias add, then its activation: the activation), or None when its reader is
+    not inlined."""
+    last = None
+    cur = sid
+    while True:
+        readers = state.consumers(cur)
+        if len(readers) != 1 or state.stages[readers[0]].compute_at != "inline":
+            return last
+        last = cur = readers[0]

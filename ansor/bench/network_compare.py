@@ -75,7 +75,8 @@ def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int
         untuned = "guess" if system == "ansor-guess" else job.get("untuned", "rules")
         lib = compile_network(graph, log_file=log, verbose=False,
                               layout_rewrite=system != "ansor-no-rewrite", untuned=untuned,
-                              layouts=None if job.get("layouts") == "nhwc" else "auto")
+                              layouts=None if job.get("layouts") == "nhwc" else "auto",
+                              fuse_pairs=None if job.get("fuse_pairs") == "none" else "auto")
         return lambda: [v for v in lib.run(feeds).values()]
     if system == "onnxruntime":
         import onnxruntime as ort  # noqa: PLC0415 - optional peer

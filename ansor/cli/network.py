@@ -35,12 +35,22 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
 
     g = load_model(args)
     tasks, weights = extract_tasks(g)
-    total = sum(t.flop_count * w for t, w in zip(tasks, weights)) or 1.0
+    n_separate = len(tasks)
+    if getattr(args, "fuse_pairs", False):
+        from ansor.graph.plan import plan_network  # noqa: PLC0415 - start-up time
+        from ansor.graph.two_anchor import pair_candidates, pair_tasks  # noqa: PLC0415
+
+        plan = plan_network(g)
+        more, more_w = pair_tasks(g, pair_candidates(g, plan.groups))
+        tasks, weights = tasks + more, weights + more_w
+    total = sum(t.flop_count * w for t, w in zip(tasks[:n_separate], weights)) or 1.0
     rows = [("ID", "subgraph", "weight", "MFLOP", "share")]
     for i, (t, w) in enumerate(zip(tasks, weights)):
         rows.append((str(i), t.desc, str(w), f"{t.flop_count / 1e6:.2f}", f"{100 * t.flop_count * w / total:.1f}%"))
     print_table(rows)
-    print(f"{len(tasks)} tasks, {sum(weights)} subgraphs, {total / 1e9:.3f} GFLOP per inference")
+    print(f"{n_separate} tasks, {sum(weights[:n_separate])} subgraphs, {total / 1e9:.3f} GFLOP per inference"
+          + (f"; {len(tasks) - n_separate} fused pair task(s) beside them (share: of the separate network)"
+             if len(tasks) > n_separate else ""))
     return 0
 
 
@@ -156,6 +166,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                             ("run", _cmd_run, "compile MODEL, check it against the reference, time it")):
         q = sub.add_parser(name, help=help_)
         options.add_model_options(q)
+        if name == "tasks":
+            q.add_argument("--fuse-pairs", action="store_true",
+                           help="also list the fused pair tasks 'network tune --fuse-pairs' tunes "
+                                "('conv1x1+dwconv3x3 1x28x28x144')")
         if name == "run":
             q.add_argument("--log", default=None, help="tuning records to take schedules from")
             options.add_threads_option(q)

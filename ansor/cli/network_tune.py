@@ -66,6 +66,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="also tune each eligible 3x3 (1x3, 3x1) stride-1 conv as Winograd F(m,3), "
                         "m in 2, 4, 6, tasks of their own ('conv2d_winograd ... [winograd4]'), and "
                         "keep per conv the fastest measured (recorded as --layout-tuning's choice)")
+    q.add_argument("--fuse-pairs", action="store_true",
+                   help="also tune, as tasks of their own ('conv1x1+dwconv3x3 1x28x28x32'), each pair of "
+                        "convs where the first's output feeds only the second (1x1 -> depthwise 3x3, "
+                        "depthwise 3x3 -> 1x1, 1x1 -> 3x3) fused into one kernel; a pair runs fused "
+                        "when its measured time beats the two separate ones (also in 'network run')")
     q.add_argument("--export", default=None, metavar="DIR/NAME.so",
                    help="after tuning, write the network as one shared library with the loader "
                         "ansor_runtime.py (numpy only) beside it (default: LOG-lib/net.so)")
@@ -119,6 +124,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
         tasks, weights = variant_tasks(g, variants, layout_rewrite=rewrite)
     else:
         tasks, weights = list(plan.tasks), list(plan.weights)
+    candidates = None
+    if getattr(args, "fuse_pairs", False):
+        if variants is not None:
+            print("ansor network tune: --fuse-pairs cannot be combined with --layout-tuning or "
+                  "--winograd yet (a fused pair changes the groups the variants are chosen for)",
+                  file=sys.stderr)
+            return 2
+        from ansor.graph.two_anchor import pair_candidates, pair_tasks  # noqa: PLC0415 - start-up time
+
+        # Beside the separate tasks: the choice compares the fused time with their sum.
+        candidates = pair_candidates(g, plan.groups)
+        more, more_w = pair_tasks(g, candidates, layout_rewrite=rewrite)
+        tasks, weights = tasks + more, weights + more_w
     for task in tasks:  # the run's CPU (--target): candidates, records and the final compile
         task.target = args.target
     if tasks and args.cluster is None:  # measured here: before the log is made
@@ -171,7 +189,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print("estimated latency: " + ("- (some task has no valid schedule)" if est is None
                                    else f"{est * 1e3:.3f} ms (sum of weight x best task latency timed {args.cache}"
                                    + (" over every layout variant; the layout choice below estimates "
-                                      "the network)" if variants is not None else ")")))
+                                      "the network)" if variants is not None
+                                      else " over the separate and the fused pairs' tasks)" if candidates
+                                      else ")")))
     if res.interrupted:
         print(f"interrupted: run the same command again to resume from {args.log}")
         return 130
@@ -184,6 +204,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         code = _choose_layouts(g, args.log, variants, args.cache)
         if code:
             return code
+    if candidates:
+        _show_pairs(g, args.log, plan, candidates)
     if args.rounds == 0 or args.target != "native":  # the comparison below compiles natively
         # layouts: the choice just recorded, if any
         lib = compile_network(plan, log_file=args.log, target=args.target)
@@ -245,6 +267,24 @@ def _choose_layouts(g, log: str, variants, cache: str) -> int:
           f"with transforms ({sol.method}, {'optimal' if sol.optimal else 'heuristic'}; {sol.note}); "
           f"{len(choice.transforms)} transform(s) costed; written to {sidecar_path(log)}")
     return 0
+
+
+def _show_pairs(g, log: str, plan, candidates) -> None:
+    """The measured choice per fusable pair (what 'network run' and the compile below apply)."""
+    from ansor.graph.two_anchor import choose_pairs  # noqa: PLC0415 - start-up time
+
+    def ms(x: float) -> str:
+        return "-" if x == float("inf") else f"{x * 1e3:.3f}"
+
+    rows = [("pair", "groups", "fused (ms)", "separate (ms)", "runs")]
+    choices = choose_pairs(g, plan.groups, candidates, log)
+    for c in choices:
+        k = c.candidate
+        rows.append((f"{'+'.join(k.kinds)} {'x'.join(map(str, k.occurrence.group.nodes[-1].type.shape))}",
+                     f"{k.producer}, {k.consumer}", ms(c.fused_seconds), ms(c.separate_seconds),
+                     "fused" if c.fused else "separate"))
+    print_table(rows)
+    print(f"fused pairs: {sum(c.fused for c in choices)} of {len(choices)} candidate(s) run as one kernel")
 
 
 def _before_after(args: argparse.Namespace) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -46,6 +47,7 @@ from .module_target import check_module_cpu
 from .plan import NetworkPlan, plan_network
 from .schedules import UNTUNED_MODES, choose_schedules
 from .tasks import constant_positions
+from .two_anchor import resolve_pairs
 
 from .network_module import FORMAT, VERSION, NetworkModule, _Step  # noqa: F401 - NetworkModule re-exported
 
@@ -54,7 +56,7 @@ def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | 
                     strict: bool = False, verbose: bool = True, file: TextIO | None = None,
                     layout_rewrite: bool | None = None,
                     layouts: str | Sequence[str] | None = "auto", untuned: str = "rules",
-                    target: str | None = None) -> NetworkModule:
+                    target: str | None = None, fuse_pairs: object = "auto") -> NetworkModule:
     """Build ``network`` (a ``Graph``, or the ``NetworkPlan`` of one, so that nothing is fused or
     lowered again) into a ``NetworkModule``: ``choose_schedules`` (each task's best record in
     ``log_file``, else an untuned schedule, named in a table on ``file`` (stderr) unless
@@ -83,6 +85,12 @@ def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | 
     ``NETWORK_GUESS_SEARCH``; a second or so per task, and ValueError if no pre-trained model is
     available).
 
+    ``fuse_pairs``: which pairs of groups run as one two-anchor kernel (``two_anchor``; a 1x1
+    conv and the depthwise conv it feeds...): ``"auto"`` (default) those whose fused task has a
+    record in ``log_file`` faster than the two separate ones' records; ``"all"``; None; or
+    ``(producer, consumer)`` group indices. Applied before ``layouts`` (a network whose pairs
+    are fused is another partition: its layout choice is its own).
+
     ``target``: the CPU to build for (``"x86-64-v3"``...: ``measure.targets``; default ``native``);
     only its records count (others are ignored with a warning); ``load_module`` checks the CPU."""
     from measure.targets import get_target, use_target  # noqa: PLC0415 - LLVM starts only when built
@@ -107,6 +115,13 @@ def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | 
             raise ValueError("compile_network: a plan made with include_simple=True has tasks the "
                              "compiled network does not schedule as tasks; plan it without")
     with use_target(built_for):  # the layouts, records, schedules and kernels of that CPU
+        pairs = resolve_pairs(graph, plan.groups, fuse_pairs, log_file)
+        if pairs:
+            plan = plan.with_pairs(pairs)
+            if verbose:
+                print(f"ansor: {len(pairs)} pair(s) of groups run as one kernel: "
+                      + ", ".join(f"{'+'.join(c.kinds)} ({c.producer}, {c.consumer})" for c in pairs),
+                      file=file or sys.stderr)
         if isinstance(layouts, str) and layouts == "auto":
             layouts = chosen_layouts(graph, log_file, plan.groups) if log_file is not None else None
         wanted = (NHWC,) * len(plan.groups) if layouts is None else layouts

@@ -22,6 +22,7 @@ from .ir import Graph
 from .layout_tuning import check_layouts
 from .layouts import NHWC, lower_group_in_layout
 from .tasks import GraphTask, Occurrence, lower_groups, tasks_from_groups
+from .two_anchor import PairCandidate, fuse_pairs
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,12 @@ class NetworkPlan:
         """The plan with group ``i`` in ``layouts[i]`` (None: NHWC everywhere), checked
         (``GraphError`` naming ``source``); the NHWC groups are reused, not lowered again."""
         return _laid_out(self.graph, self.groups, layouts, self.layout_rewrite, self.include_simple, source)
+
+    def with_pairs(self, chosen: Sequence[PairCandidate]) -> NetworkPlan:
+        """The plan with each chosen pair of groups merged into one (``two_anchor``), in NHWC;
+        the other groups are reused, not lowered again."""
+        groups = tuple(fuse_pairs(self.groups, chosen))
+        return _laid_out(self.graph, groups, None, self.layout_rewrite, self.include_simple, "layouts")
 
 
 def plan_network(graph: Graph, layout_rewrite: bool = True, layouts: Sequence[str] | None = None,
