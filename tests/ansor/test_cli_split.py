@@ -60,13 +60,15 @@ def test_numpy_worker_in_a_fresh_process() -> None:
 
 def test_quick_start_prints_numpy_comparison(monkeypatch, capsys) -> None:
     monkeypatch.setattr(numpy_matmul, "best_seconds_in_fresh_process", lambda n, t: (0.02, ""))
-    tune._print_numpy_comparison(SimpleNamespace(best_cost=0.01, speedup_over_default=None))
+    tune._print_numpy_comparison(SimpleNamespace(best_cost=0.01, kept_cost=0.01, default_is_faster=False,
+                                                  kept_speedup=None))
     out = capsys.readouterr().out
     assert "numpy a @ b (OpenBLAS, " in out and "best of 7): 20.000 ms" in out
     assert "runs at 2.00x numpy's speed" in out
     monkeypatch.setattr(numpy_matmul, "best_seconds_in_fresh_process",
                         lambda n, t: (None, "timed out after 120 s"))
-    tune._print_numpy_comparison(SimpleNamespace(best_cost=0.01, speedup_over_default=None))
+    tune._print_numpy_comparison(SimpleNamespace(best_cost=0.01, kept_cost=0.01, default_is_faster=False,
+                                                  kept_speedup=None))
     assert capsys.readouterr().out == "numpy a @ b: not measured (timed out after 120 s)\n"
 
 
