@@ -20,21 +20,16 @@ Tables go to ``OUT/two_anchor-NETWORK.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
-
-from ansor.bench.timing import machine_info, run_fresh, worker_env  # noqa: E402
+from ansor.bench.timing import machine_info, worker_env  # noqa: E402
 
 
 def tune(ns: argparse.Namespace, log: Path) -> dict:
@@ -75,30 +70,12 @@ def pair_table(graph, log: Path) -> str:
 
 
 def network_times(ns: argparse.Namespace, graph, log: Path) -> str:
-    from ansor.graph import run as reference_run  # noqa: PLC0415
+    from ansor.bench.network_compare import compare_network  # noqa: PLC0415
 
-    rng = np.random.default_rng(0)
-    feeds = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in graph.inputs.items()}
-    ref = reference_run(graph, feeds)
-    systems = [("measured choice", "auto"), ("all separate", "none")]
-    times: dict[str, list[float]] = {s: [] for s, _ in systems}
-    with tempfile.TemporaryDirectory(prefix="ansor-two-anchor-") as tmp:
-        data = Path(tmp) / "data.npz"
-        np.savez(data, **{f"in{i}": v for i, v in enumerate(feeds.values())},
-                 **{f"out{i}": ref[o] for i, o in enumerate(graph.outputs)})
-        for r in range(ns.rounds):
-            for name, pairs in (systems if r % 2 == 0 else systems[::-1]):
-                job = {"model": ns.network, "options": ns.options, "data": str(data), "threads": ns.threads,
-                       "log": str(log), "onnx_path": None, "timing": {}, "system": "ansor",
-                       "fuse_pairs": pairs}
-                jf = Path(tmp) / "job.json"
-                jf.write_text(json.dumps(job))
-                res = run_fresh(["-m", "ansor.bench.network_compare", str(jf)], ns.threads, env=worker_env())
-                if "seconds" in res:
-                    times[name].append(res["seconds"])
-                print(f"round {r + 1}: {name} {res.get('seconds', float('nan')) * 1e3:.3f} ms "
-                      f"{res.get('error', '')}", flush=True)
-    med = {k: statistics.median(v) if v else math.nan for k, v in times.items()}
+    res = compare_network(ns.network, ns.options, threads=ns.threads, rounds=ns.rounds, log=str(log),
+                          say=lambda m: print(m, flush=True),
+                          variants={"measured choice": {"fuse_pairs": "auto"}, "all separate": {"fuse_pairs": "none"}})
+    med = {k: v["seconds"] if v["seconds"] is not None else math.nan for k, v in res.items()}
     ratio = med["all separate"] / med["measured choice"]
     return (f"\n{ns.threads} threads, median of {ns.rounds} alternating rounds\n\n| compiled | latency (ms) |\n"
             "| --- | ---: |\n" + "".join(f"| {k} | {v * 1e3:.3f} |\n" for k, v in med.items())

@@ -18,12 +18,9 @@ Logs are resumed (a second run tunes only what is missing). Tables go to ``OUT/w
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from ansor.bench.timing import machine_info, run_fresh, worker_env  # noqa: E402
+from ansor.bench.timing import machine_info, worker_env  # noqa: E402
 
 # (H = W, CI = CO): the 3x3 stride-1 convs of ResNet-50's four stages (batch 1, 224x224 input)
 RESNET50_3X3 = [(56, 64), (28, 128), (14, 256), (7, 512)]
@@ -119,34 +116,14 @@ def layers(ns: argparse.Namespace, out: Path) -> str:
 
 
 def network(ns: argparse.Namespace, out: Path) -> str:
-    from ansor.bench.network_compare import load_graph  # noqa: PLC0415
-    from ansor.graph import run as reference_run  # noqa: PLC0415
+    from ansor.bench.network_compare import compare_network  # noqa: PLC0415
 
     log = out / f"{ns.network}-winograd.json"
     tuning = tune(ns.network, log, ns, [])
-    graph = load_graph(ns.network)
-    rng = np.random.default_rng(0)
-    feeds = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in graph.inputs.items()}
-    ref = reference_run(graph, feeds)
-    systems = [("per-layer choice", "auto"), ("direct only", "nhwc")]
-    times: dict[str, list[float]] = {s: [] for s, _ in systems}
-    with tempfile.TemporaryDirectory(prefix="ansor-winograd-") as tmp:
-        data = Path(tmp) / "data.npz"
-        np.savez(data, **{f"in{i}": v for i, v in enumerate(feeds.values())},
-                 **{f"out{i}": ref[o] for i, o in enumerate(graph.outputs)})
-        for r in range(ns.rounds):
-            for name, layouts in (systems if r % 2 == 0 else systems[::-1]):
-                job = {"model": ns.network, "options": {}, "data": str(data), "threads": ns.threads,
-                       "log": str(log), "onnx_path": None, "timing": {}, "system": "ansor",
-                       "layouts": layouts}
-                jf = Path(tmp) / "job.json"
-                jf.write_text(json.dumps(job))
-                res = run_fresh(["-m", "ansor.bench.network_compare", str(jf)], ns.threads, env=worker_env())
-                if "seconds" in res:
-                    times[name].append(res["seconds"])
-                print(f"round {r + 1}: {name} {res.get('seconds', float('nan')) * 1e3:.3f} ms "
-                      f"{res.get('error', '')}", flush=True)
-    med = {k: statistics.median(v) if v else math.nan for k, v in times.items()}
+    res = compare_network(ns.network, {}, threads=ns.threads, rounds=ns.rounds, log=str(log),
+                          say=lambda m: print(m, flush=True),
+                          variants={"per-layer choice": {"layouts": "auto"}, "direct only": {"layouts": "nhwc"}})
+    med = {k: v["seconds"] if v["seconds"] is not None else math.nan for k, v in res.items()}
     return (f"{ns.network}: tuned with --winograd, {ns.trials} trials ({tuning['seconds'] / 60:.1f} min), "
             f"{ns.threads} threads, median of {ns.rounds} rounds\n\n| compiled | latency (ms) |\n| --- | ---: |\n"
             + "".join(f"| {k} | {v * 1e3:.3f} |\n" for k, v in med.items()))
