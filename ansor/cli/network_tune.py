@@ -206,6 +206,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             return code
     if candidates:
         _show_pairs(g, args.log, plan, candidates)
+    if variants is not None or candidates:  # the scheduler's sum covered every variant and pair
+        _show_estimate(plan, args)
     if args.rounds == 0 or args.target != "native":  # the comparison below compiles natively
         # layouts: the choice just recorded, if any
         lib = compile_network(plan, log_file=args.log, target=args.target)
@@ -285,6 +287,17 @@ def _show_pairs(g, log: str, plan, candidates) -> None:
                      "fused" if c.fused else "separate"))
     print_table(rows)
     print(f"fused pairs: {sum(c.fused for c in choices)} of {len(choices)} candidate(s) run as one kernel")
+
+
+def _show_estimate(plan, args: argparse.Namespace) -> None:
+    """The estimate of the network as it is compiled (pairs and layouts chosen), one line."""
+    from ansor.graph.executor import plan_as_compiled  # noqa: PLC0415 - start-up time
+    from ansor.graph.network_estimate import estimate_network  # noqa: PLC0415
+    from measure.targets import use_target  # noqa: PLC0415
+
+    with use_target(args.target):
+        est = estimate_network(plan_as_compiled(plan, args.log), args.log)
+    print("estimated latency of the network as compiled: " + est.describe())
 
 
 def _before_after(args: argparse.Namespace) -> None:

@@ -185,3 +185,31 @@ def test_exported_fused_module_loads_and_runs(tmp_path):
     lib = ansor.compile_network(g, fuse_pairs=[(1, 2), (3, 4)], verbose=False)
     back = load_module(lib.export(tmp_path / "m"))
     assert_network_matches(back, g, atol=1e-5)
+
+
+def test_estimate_of_the_network_as_compiled(tmp_path):
+    """The estimate sums one best record per kernel the compiled network runs: with two pairs
+    fused at 0.5 s, 2 x 0.5 s for them and 1 s for each of the other kernels; without a fused
+    record, 1 s per separate kernel; a task without any record leaves no figure, named."""
+    from ansor.graph.executor import plan_as_compiled
+    from ansor.graph.network_estimate import estimate_network
+
+    g = block_net(1)
+    plan = plan_network(g)
+    fast = tmp_path / "fast.json"
+    _fake_log(g, fast, 0.5)
+    compiled = plan_as_compiled(plan, fast)
+    assert len(compiled.groups) == len(plan.groups) - 2
+    est = estimate_network(compiled, fast)
+    assert est.kernels == len(compiled.task_of)
+    assert est.seconds == pytest.approx(2 * 0.5 + (est.kernels - 2) * 1.0) and est.missing == ()
+    assert est.modes == {"warm": est.kernels} and "ms (the compiled network's" in est.describe()
+    untuned = tmp_path / "untuned.json"
+    _fake_log(g, untuned, 0.0, skip_fused=True)
+    est2 = estimate_network(plan_as_compiled(plan, untuned), untuned)
+    assert est2.seconds == pytest.approx(1.0 * len(plan.task_of))
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    none = estimate_network(plan, empty)
+    assert none.seconds is None and set(none.missing) == {t.desc for t in plan.tasks}
+    assert none.describe().startswith("- (")
