@@ -173,9 +173,8 @@ def test_network_tune_fuse_pairs_through_the_cli(tmp_path, monkeypatch, capsys):
     assert ansor_main(argv) == 0
     out = capsys.readouterr().out
     assert "conv1x1+dwconv3x3 2x13x11x24" in out and "candidate(s) run as one kernel" in out
+    assert "estimated latency of the network as compiled: " in out
     assert_network_matches(ansor.compile_network(g, log, verbose=False), g, atol=1e-5)
-    assert ansor_main(["network", "tune", "blocks", "--fuse-pairs", "--layout-tuning", "--log",
-                       str(tmp_path / "x.json")]) == 2
 
 
 def test_exported_fused_module_loads_and_runs(tmp_path):
