@@ -3,7 +3,7 @@
 ``fuse.fuse`` gives every conv its own group, so MobileNet-V2's expand 1x1 conv writes its
 (six times wider) output to memory and the depthwise conv reads it back. Where a group's output is
 read by exactly one other group, and nothing else (not a graph output), and the two anchors are
-one of ``PAIRS`` (1x1 -> depthwise 3x3, depthwise 3x3 -> 1x1, 1x1 -> 3x3), the two groups can run
+one of ``PAIRS`` (1x1 -> depthwise 3x3 or 5x5, depthwise -> 1x1, 1x1 -> 3x3), the two groups can run
 as one: the merged group lowers like any group (``te_ops.lower_group``) and the sketch rule
 ``RuleTwoAnchorFusion`` computes the producer a tile at a time inside the consumer's tiles, so
 the intermediate never goes to memory.
@@ -41,7 +41,9 @@ from .te_ops import lower_group
 ANCHOR = "out_elemwise_fusable"
 # (producer kind, consumer kind) pairs worth a fused kernel: the producer's tile at the
 # consumer's tile (plus a 3x3's halo) is small and the intermediate it saves is large.
-PAIRS = frozenset({("conv1x1", "dwconv3x3"), ("dwconv3x3", "conv1x1"), ("conv1x1", "conv3x3")})
+# The depthwise 5x5 of EfficientNet and MobileNet-V3 as the 3x3 (bound inference sizes the halo).
+PAIRS = frozenset({("conv1x1", "dwconv3x3"), ("dwconv3x3", "conv1x1"), ("conv1x1", "conv3x3"),
+                   ("conv1x1", "dwconv5x5"), ("dwconv5x5", "conv1x1")})
 
 
 def anchor_kind(node: Node, graph: Graph) -> str:

@@ -25,10 +25,10 @@ from sketch.sketch_rules import generate_sketches
 from tests.util import assert_network_matches, graph_inputs
 
 
-def block_net(stride: int = 1):
+def block_net(stride: int = 1, dw: int = 3):
     """Two MobileNet-V2 inverted residual blocks, batch 2, 13x11: expand 1x1 (8 -> 24) + relu6,
-    depthwise 3x3 (``stride``) + relu6, project 1x1 (24 -> 8) + bias (+ the residual with
-    stride 1), then the same again with stride 1."""
+    depthwise ``dw`` x ``dw`` (``stride``) + relu6, project 1x1 (24 -> 8) + bias (+ the residual
+    with stride 1), then the same again with stride 1."""
     r = np.random.default_rng(stride)
     b = GraphBuilder("blocks")
     x = b.input("x", (2, 13, 11, 8))
@@ -43,7 +43,7 @@ def block_net(stride: int = 1):
 
     def block(y, s, p):
         z = conv(y, 24, 1, 1, 1, f"{p}_expand")
-        z = conv(z, 24, 3, s, 24, f"{p}_dw")
+        z = conv(z, 24, dw, s, 24, f"{p}_dw")
         z = conv(z, 8, 1, 1, 1, f"{p}_project", act=False)
         return b.add(y, z, name=f"{p}_add") if s == 1 else z
 
@@ -95,6 +95,37 @@ def test_forced_fused_network_matches_reference_and_onnxruntime(stride, which):
     x = graph_inputs(g)
     want = _ort(g, x)
     np.testing.assert_allclose(got[g.outputs[0]], want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_5x5_pairs_fused_match(stride):
+    g = block_net(stride, dw=5)
+    plan = plan_network(g)
+    assert [c.kinds for c in pair_candidates(g, plan.groups)] == [
+        ("conv1x1", "dwconv5x5"), ("dwconv5x5", "conv1x1")] * 2
+    out = io.StringIO()
+    lib = ansor.compile_network(g, fuse_pairs=[(0, 1), (4, 5)], file=out)
+    assert "2 pair(s) of groups run as one kernel" in out.getvalue()
+    assert_network_matches(lib, g, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["efficientnet", "mobilenet_v3"])
+def test_model_family_with_every_pair_fused_matches_onnxruntime(family):
+    """EfficientNet and MobileNet-V3 (3x3 and 5x5 depthwise; where a squeeze-excite block reads
+    the depthwise output, only expand -> depthwise is offered) run with every pair their graphs
+    offer fused."""
+    from ansor.frontend.onnx import from_onnx
+    from tests.ansor.graph.test_model_families import _check, _model
+
+    path, inp, shape, high = _model(family)
+    g = from_onnx(str(path), shape={inp: shape})
+    plan = plan_network(g)
+    kinds = {c.kinds for c in pair_candidates(g, plan.groups)}
+    assert {("conv1x1", "dwconv3x3"), ("conv1x1", "dwconv5x5")} & kinds, kinds
+    out = io.StringIO()
+    lib = ansor.compile_network(g, fuse_pairs="all", file=out)
+    assert "pair(s) of groups run as one kernel" in out.getvalue()
+    _check(lib.run, path, inp, shape, high)
 
 
 def test_mobilenet_v2_with_every_pair_fused_matches():
