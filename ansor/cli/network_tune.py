@@ -74,6 +74,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "variant with --winograd/--layout-tuning (the choice is written to "
                         "LOG.layouts.jsonl and used by 'network run'; the layouts are then chosen "
                         "for the network with those pairs fused)")
+    q.add_argument("--no-share-schedules", action="store_true",
+                   help="start each task's search from its own schedules only (default: also from "
+                        "the best ones of similar tasks, the same ops at other shapes, until it has "
+                        "64 of its own: what few trials per task need)")
     q.add_argument("--export", default=None, metavar="DIR/NAME.so",
                    help="after tuning, write the network as one shared library with the loader "
                         "ansor_runtime.py (numpy only) beside it (default: LOG-lib/net.so)")
@@ -160,7 +164,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 if args.tasks is not None or args.min_share else None
             sched = TaskScheduler(tasks, weights, strategy=args.strategy, seed=args.seed,
                                   task_filter=flt, remeasure_best=args.remeasure_best,
-                                  callbacks=[PrintTableInfo(), history], cost_model=model)
+                                  callbacks=[PrintTableInfo(), history], cost_model=model,
+                                  share_schedules=not getattr(args, "no_share_schedules", False))
             trials = DEFAULT_TRIALS if args.trials is None else args.trials
             per_round = DEFAULT_PER_ROUND if args.per_round is None else args.per_round
             opts = options.tuning_options(args, log=args.log, trials=trials, per_round=per_round,
