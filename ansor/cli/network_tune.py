@@ -248,8 +248,8 @@ def _choose(plan, args: argparse.Namespace, variants, candidates) -> int:
     print both and the estimate of the network as compiled; 1 when the choice fails."""
     from ansor.graph.layout_sidecar import LayoutFileError, sidecar_path  # noqa: PLC0415
     from ansor.graph.layout_solver import LayoutSolverError  # noqa: PLC0415
-    from ansor.graph.network_choice import choose_network  # noqa: PLC0415
-    from measure.targets import use_target  # noqa: PLC0415
+    from ansor.graph.network_choice import choose_network  # noqa: PLC0415 - start-up time
+    from measure.targets import use_target  # noqa: PLC0415 - start-up time of the CLI
 
     try:
         with use_target(args.target):
@@ -301,8 +301,8 @@ def _show_pairs(choices) -> None:
 def _show_estimate(plan, args: argparse.Namespace) -> None:
     """The estimate of the network as it is compiled (pairs and layouts chosen), one line."""
     from ansor.graph.executor import plan_as_compiled  # noqa: PLC0415 - start-up time
-    from ansor.graph.network_estimate import estimate_network  # noqa: PLC0415
-    from measure.targets import use_target  # noqa: PLC0415
+    from ansor.graph.network_estimate import estimate_network  # noqa: PLC0415 - start-up time
+    from measure.targets import use_target  # noqa: PLC0415 - start-up time of the CLI
 
     with use_target(args.target):
         est = estimate_network(plan_as_compiled(plan, args.log), args.log)
