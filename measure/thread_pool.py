@@ -81,11 +81,12 @@ MAX_WORKERS = MAX_THREADS - 1  # the caller is the last of at most MAX_THREADS t
 
 # The pool's state, one block: a field per cache line where threads contend, then the slots.
 # Fields: 0 lock, 1 nworkers, 2 pid, 3 checkpid | 5 active | 7 waiting | 9 next (part 0's counter)
-# | 11 body, 12 closure, 13 extent, 14 chunk, 15 [part length, parts] | 16 slots (word 0 the
-# generation, 1 the sleeping flag, 2-3 the counter of the worker's part).
+# | 11 body, 12 closure, 13 extent, 14 chunk, 15 [part length, parts] | 16 slots, two cache lines
+# each: words 0 the generation (the futex word the worker waits on) and 1 its sleeping flag; words
+# 16-17 the counter of the worker's part (apart, so taking chunks never disturbs a waiting worker).
 _STATE = (f"%State = type {{ i32, i32, i32, i32, [12 x i32], i32, [15 x i32], i32, [15 x i32], i64, [7 x i64], "
-          f"ptr, ptr, i64, i64, [4 x i64], [{MAX_WORKERS} x [16 x i32]] }}")
-_STATE_BYTES = 5 * 64 + 64 * MAX_WORKERS
+          f"ptr, ptr, i64, i64, [4 x i64], [{MAX_WORKERS} x [32 x i32]] }}")
+_STATE_BYTES = 5 * 64 + 128 * MAX_WORKERS
 _MMAP_RW, _MMAP_PRIVATE_ANON, _MADV_WIPEONFORK = 3, 0x22, 18
 _OPEN, _COUNT = -(1 << 31), (1 << 31) - 1  # ``active``: the job open to join, and the workers in it
 
@@ -160,7 +161,7 @@ mine:
   ret ptr %n
 slot:
   %w = add i64 %p, -1
-  %c = {_f("%st", 16, "%w", "2")}
+  %c = {_f("%st", 16, "%w", "16")}
   ret ptr %c
 }}
 
