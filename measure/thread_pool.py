@@ -22,16 +22,10 @@ How it works:
   futex word it waits on) and its ``sleeping`` flag.
 * The caller returns once every chunk is done; it waits for workers only while they run a chunk
   (see below), never for one that has not started.
-* Work is split by thread first, then shared: the extent is cut into one part per participating
-  thread (``ceil(extent / threads)`` iterations; part 0 the caller's, part ``i + 1`` worker
-  ``i``'s), each cut into ``CHUNKS_PER_THREAD`` chunks taken from the part's own atomic counter
-  (``atomicrmw add``; part 0's is ``next``, the others' live in the workers' slots). A thread
-  runs the chunks of its own part, then takes what is left of the others' in turn. So when
-  every thread is on time each runs exactly the static split, the same part of the same loop on
-  the same core from one kernel to the next: a kernel whose outer loop splits like its
-  producer's reads the rows that producer wrote from its own core's cache, where a shared
-  counter handed chunks to whichever thread came first and half the reads crossed cores. A late
-  (preempted) thread still delays the others by at most one chunk: its part is taken over.
+* Work is dynamic: the caller and the workers take chunks of ``ceil(extent / (threads *
+  CHUNKS_PER_THREAD))`` iterations from the atomic counter ``next`` (``atomicrmw add``), so a
+  late (preempted) thread delays the others by at most one chunk. With ``CHUNKS_PER_THREAD = 1``
+  the chunks are the static split libgomp's schedule used.
 * Waiting (a worker for a job, the caller for the workers): spin, then sleep on a futex
   (``measure.pool_wait``), so idle workers never take a core from other threads for long.
 * One caller at a time owns the pool: ``lock`` (0 free, 1 owned) is taken with a ``cmpxchg``. A
@@ -49,18 +43,18 @@ How it works:
 Memory ordering, and why consecutive jobs never mix:
 
 * A job is joined, never assigned: ``active`` holds an ``OPEN`` bit and the number of workers
-  inside the job. The owner writes the job (``body``, ``closure``, ``extent``, ``chunk``, the part
-  length and count; plain stores) and resets the parts' counters, then opens it (``active =
-  OPEN``, a release) and bumps the generation of each worker it wants (a seq_cst ``atomicrmw
-  add`` on the slot, waking it if it sleeps). A worker whose generation moved joins with a ``cmpxchg`` of ``active`` from an open
+  inside the job. The owner writes the job (``body``, ``closure``, ``extent``, ``chunk``; plain
+  stores) and resets ``next``, then opens it (``active = OPEN``, a release) and bumps the
+  generation of each worker it wants (a seq_cst ``atomicrmw add`` on the slot, waking it if it
+  sleeps). A worker whose generation moved joins with a ``cmpxchg`` of ``active`` from an open
   value to that value + 1 (an acquire: it then reads the job's fields), or, finding it closed,
   goes back to waiting without touching the job.
-* The owner runs chunks too; when every part is exhausted it closes the job (``atomicrmw and``
+* The owner runs chunks too; when ``next`` is exhausted it closes the job (``atomicrmw and``
   clearing ``OPEN``, seq_cst) and waits only for the workers inside to leave (each leaves with a
   seq_cst ``atomicrmw sub``, a release carrying its writes through ``body``), reading the count 0
   with acquire semantics. A worker that has not joined yet (asleep, preempted) is never waited
   for: it can no longer join. No worker is inside a closed job with count 0, so the owner of the
-  next job rewrites the fields, the counters and ``active`` with no reader left: no stale field is
+  next job rewrites the fields, ``next`` and ``active`` with no reader left: no stale field is
   ever read, and any worker may help any job it manages to join.
 """
 from __future__ import annotations
@@ -72,21 +66,19 @@ __all__ = ["ENTRY", "CHUNKS_PER_THREAD", "ENV_SPIN_US", "MAX_SPIN_US", "SPIN_US"
 
 ENTRY = "ansor_parallel_for"
 
-# Chunks per thread's part: enough for a late thread's part to be taken over by the others, few
-# enough that the counters are not contended. Dynamic chunks (4 per thread from one counter) took
-# 3-12% less time than the static split on untuned matmul, dense and conv kernels, 2 threads on a
-# loaded 2-core machine (``benchmarks/thread_pool.py split``); parts keep that and the locality.
+# Chunks of dynamic work per participating thread: enough for a late thread to be covered by the
+# others, few enough that the atomic counter is not contended. 4 took 3-12% less time than 1 (the
+# static split) on untuned matmul, dense and conv kernels, 2 threads on a loaded 2-core machine
+# (``benchmarks/thread_pool.py split``).
 CHUNKS_PER_THREAD = 4
 MAX_WORKERS = MAX_THREADS - 1  # the caller is the last of at most MAX_THREADS threads
 
 # The pool's state, one block: a field per cache line where threads contend, then the slots.
-# Fields: 0 lock, 1 nworkers, 2 pid, 3 checkpid | 5 active | 7 waiting | 9 next (part 0's counter)
-# | 11 body, 12 closure, 13 extent, 14 chunk, 15 [part length, parts] | 16 slots, two cache lines
-# each: words 0 the generation (the futex word the worker waits on) and 1 its sleeping flag; words
-# 16-17 the counter of the worker's part (apart, so taking chunks never disturbs a waiting worker).
+# Fields: 0 lock, 1 nworkers, 2 pid, 3 checkpid | 5 active | 7 waiting | 9 next | 11 body,
+# 12 closure, 13 extent, 14 chunk | 16 slots.
 _STATE = (f"%State = type {{ i32, i32, i32, i32, [12 x i32], i32, [15 x i32], i32, [15 x i32], i64, [7 x i64], "
-          f"ptr, ptr, i64, i64, [4 x i64], [{MAX_WORKERS} x [32 x i32]] }}")
-_STATE_BYTES = 5 * 64 + 128 * MAX_WORKERS
+          f"ptr, ptr, i64, i64, [4 x i64], [{MAX_WORKERS} x [16 x i32]] }}")
+_STATE_BYTES = 5 * 64 + 64 * MAX_WORKERS
 _MMAP_RW, _MMAP_PRIVATE_ANON, _MADV_WIPEONFORK = 3, 0x22, 18
 _OPEN, _COUNT = -(1 << 31), (1 << 31) - 1  # ``active``: the job open to join, and the workers in it
 
@@ -151,53 +143,19 @@ theirs:
   ret ptr %other
 }}
 
-; Part p's counter: the job's ``next`` for part 0 (the caller's), worker p-1's slot otherwise.
-define internal ptr @pool.part_counter(ptr %st, i64 %p) #0 {{
+; Chunks of the current job from the shared counter until none is left.
+define internal void @pool.run_chunks(ptr %next, ptr %body, ptr %clo, i64 %extent, i64 %chunk) #0 {{
 entry:
-  %first = icmp eq i64 %p, 0
-  br i1 %first, label %mine, label %slot
-mine:
-  %n = {_f("%st", 9)}
-  ret ptr %n
-slot:
-  %w = add i64 %p, -1
-  %c = {_f("%st", 16, "%w", "16")}
-  ret ptr %c
-}}
-
-; The current job's chunks: first those of part ``self`` (this thread's share), then what is
-; left of the others, in turn, until every part is exhausted.
-define internal void @pool.run_chunks(ptr %st, i64 %self, ptr %body, ptr %clo, i64 %extent) #0 {{
-entry:
-  %chp = {_f("%st", 14)}
-  %chunk = load i64, ptr %chp, align 8
-  %plp = {_f("%st", 15, "0")}
-  %plen = load i64, ptr %plp, align 8
-  %npp = {_f("%st", 15, "1")}
-  %nparts = load i64, ptr %npp, align 8
-  br label %part
-part:
-  %k = phi i64 [ 0, %entry ], [ %k1, %next_part ]
-  %p0 = add i64 %self, %k
-  %p = urem i64 %p0, %nparts
-  %cnt = call ptr @pool.part_counter(ptr %st, i64 %p)
-  %p1 = add i64 %p, 1
-  %pe0 = mul i64 %p1, %plen
-  %pend = call i64 @llvm.smin.i64(i64 %pe0, i64 %extent)
   br label %take
 take:
-  %b = atomicrmw add ptr %cnt, i64 %chunk monotonic, align 8
-  %more = icmp slt i64 %b, %pend
-  br i1 %more, label %run, label %next_part
+  %b = atomicrmw add ptr %next, i64 %chunk monotonic, align 8
+  %more = icmp slt i64 %b, %extent
+  br i1 %more, label %run, label %done
 run:
   %e0 = add i64 %b, %chunk
-  %e = call i64 @llvm.smin.i64(i64 %e0, i64 %pend)
+  %e = call i64 @llvm.smin.i64(i64 %e0, i64 %extent)
   call void %body(ptr %clo, i64 %b, i64 %e)
   br label %take
-next_part:
-  %k1 = add i64 %k, 1
-  %again = icmp ult i64 %k1, %nparts
-  br i1 %again, label %part, label %done
 done:
   ret void
 }}
@@ -212,11 +170,13 @@ entry:
   %seen0 = trunc i64 %hi to i32
   %gen = {_f("%st", 16, "%idx", "0")}
   %flag = {_f("%st", 16, "%idx", "1")}
+  %next = {_f("%st", 9)}
   %active = {_f("%st", 5)}
   %waiting = {_f("%st", 7)}
   %bodyp = {_f("%st", 11)}
   %clop = {_f("%st", 12)}
   %extp = {_f("%st", 13)}
+  %chp = {_f("%st", 14)}
   br label %idle
 idle:
   %seen = phi i32 [ %seen0, %entry ], [ %g, %done ]
@@ -238,11 +198,8 @@ work:
   %body = load ptr, ptr %bodyp, align 8
   %clo = load ptr, ptr %clop, align 8
   %extent = load i64, ptr %extp, align 8
-  %npp = {_f("%st", 15, "1")}
-  %nparts = load i64, ptr %npp, align 8
-  %me = add i64 %idx, 1
-  %self = urem i64 %me, %nparts
-  call void @pool.run_chunks(ptr %st, i64 %self, ptr %body, ptr %clo, i64 %extent)
+  %chunk = load i64, ptr %chp, align 8
+  call void @pool.run_chunks(ptr %next, ptr %body, ptr %clo, i64 %extent, i64 %chunk)
   %old = atomicrmw sub ptr %active, i32 1 seq_cst, align 4
   %last = icmp eq i32 %old, 1
   br i1 %last, label %tell, label %done
@@ -342,11 +299,11 @@ unlock_inline:
   br label %inline
 job:
   %n64 = zext i32 %n to i64
-  %nparts = add i64 %n64, 1
-  %pu = add i64 %extent, %n64
-  %plen = udiv i64 %pu, %nparts
-  %cu0 = add i64 %plen, {CHUNKS_PER_THREAD - 1}
-  %chunk = udiv i64 %cu0, {CHUNKS_PER_THREAD}
+  %parts0 = add i64 %n64, 1
+  %parts = mul i64 %parts0, {CHUNKS_PER_THREAD}
+  %up = add i64 %extent, %parts
+  %up1 = add i64 %up, -1
+  %chunk = sdiv i64 %up1, %parts
   %bodyp = {_f("%st", 11)}
   store ptr %body, ptr %bodyp, align 8
   %clop = {_f("%st", 12)}
@@ -355,24 +312,12 @@ job:
   store i64 %extent, ptr %extp, align 8
   %chp = {_f("%st", 14)}
   store i64 %chunk, ptr %chp, align 8
-  %plp = {_f("%st", 15, "0")}
-  store i64 %plen, ptr %plp, align 8
-  %npp = {_f("%st", 15, "1")}
-  store i64 %nparts, ptr %npp, align 8
-  br label %reset_parts
-reset_parts:
-  %q = phi i64 [ 0, %job ], [ %q1, %reset_parts ]
-  %qc = call ptr @pool.part_counter(ptr %st, i64 %q)
-  %qstart = mul i64 %q, %plen
-  store atomic i64 %qstart, ptr %qc monotonic, align 8
-  %q1 = add i64 %q, 1
-  %qmore = icmp ult i64 %q1, %nparts
-  br i1 %qmore, label %reset_parts, label %open
-open:
+  %next = {_f("%st", 9)}
+  store atomic i64 0, ptr %next monotonic, align 8
   store atomic i32 {_OPEN}, ptr %active release, align 4
   br label %publish
 publish:
-  %j = phi i64 [ 0, %open ], [ %j1, %publish ]
+  %j = phi i64 [ 0, %job ], [ %j1, %publish ]
   %pg = {_f("%st", 16, "%j", "0")}
   %pf = {_f("%st", 16, "%j", "1")}
   %prev = atomicrmw add ptr %pg, i32 1 seq_cst, align 4
@@ -381,7 +326,7 @@ publish:
   %pmore = icmp ult i64 %j1, %n64
   br i1 %pmore, label %publish, label %work
 work:
-  call void @pool.run_chunks(ptr %st, i64 0, ptr %body, ptr %clo, i64 %extent)
+  call void @pool.run_chunks(ptr %next, ptr %body, ptr %clo, i64 %extent, i64 %chunk)
   %closed = atomicrmw and ptr %active, i32 {_COUNT} seq_cst, align 4
   %inside = and i32 %closed, {_COUNT}
   %clear = icmp eq i32 %inside, 0

@@ -118,39 +118,6 @@ define void @run_meet(ptr %st, i64 %n, i32 %nt) {{
   call void @{thread_pool.ENTRY}(ptr @meet, ptr %st, i64 %n, i32 %nt)
   ret void
 }}
-
-declare i64 @syscall(i64, ...)
-
-; who[i] = the Linux thread id running iteration i, after some pauses (a body worth sharing)
-define void @whom(ptr %who, i64 %b, i64 %e) {{
-entry:
-  %tid = call i64 (i64, ...) @syscall(i64 186)
-  br label %head
-head:
-  %i = phi i64 [ %b, %entry ], [ %i1, %spun ]
-  %more = icmp slt i64 %i, %e
-  br i1 %more, label %body, label %out
-body:
-  %p = getelementptr inbounds i64, ptr %who, i64 %i
-  store i64 %tid, ptr %p, align 8
-  br label %spin
-spin:
-  %k = phi i64 [ 0, %body ], [ %k1, %spin ]
-  call void @llvm.x86.sse2.pause()
-  %k1 = add i64 %k, 1
-  %busy = icmp slt i64 %k1, 2000
-  br i1 %busy, label %spin, label %spun
-spun:
-  %i1 = add i64 %i, 1
-  br label %head
-out:
-  ret void
-}}
-
-define void @run_whom(ptr %who, i64 %n, i32 %nt) {{
-  call void @{thread_pool.ENTRY}(ptr @whom, ptr %who, i64 %n, i32 %nt)
-  ret void
-}}
 """
 
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32)
@@ -166,7 +133,7 @@ def fns():
     engine = llvm.create_mcjit_compiler(mod, target.new_target_machine("native"))
     engine.finalize_object()
     _ENGINES.append(engine)  # the code lives as long as the process
-    return {name: _RUN(engine.get_function_address(name)) for name in ("run_count", "run_nest", "run_meet", "run_whom")}
+    return {name: _RUN(engine.get_function_address(name)) for name in ("run_count", "run_nest", "run_meet")}
 
 
 def _count(fns, n: int, nt: int) -> np.ndarray:
@@ -196,26 +163,6 @@ def test_threads_really_run_at_once(fns, nt):
         st = np.array([0, 0, nt], np.int64)
         fns["run_meet"](st.ctypes.data, nt, nt)
         assert st[0] == nt and st[1] == 0, f"{st[1]} of {nt} iterations waited in vain: fewer threads ran"
-
-
-@pytest.mark.timeout(120)
-def test_each_thread_runs_its_own_share_first(fns):
-    """Thread ``t`` of ``n`` starts on the ``t``-th n-th of the extent, so a kernel reads
-    (mostly) the rows its producer wrote on the same core; only what is left of a late
-    thread's share moves. The calling thread always takes iteration 0; most calls run exactly
-    the static split (each worker starts within a chunk: it spins between calls)."""
-    n, calls = 64, 200
-    caller = threading.get_native_id()
-    first_on_caller = static = 0
-    for _ in range(calls):
-        who = np.zeros(n, np.int64)
-        fns["run_whom"](who.ctypes.data, n, 2)
-        assert (who != 0).all()
-        first_on_caller += int(who[0] == caller)
-        static += int((who[: n // 2] == caller).all() and (who[n // 2:] != caller).all()
-                      and len(set(who[n // 2:])) == 1)
-    assert first_on_caller >= 0.5 * calls, f"iteration 0 ran on the caller in {first_on_caller} of {calls} calls"
-    assert static >= 0.25 * calls, f"only {static} of {calls} calls ran the static split"
 
 
 @pytest.mark.timeout(120)
