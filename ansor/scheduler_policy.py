@@ -92,15 +92,30 @@ def estimated_shares(known: Sequence[float | None], flops: Sequence[float],
 
 # ---- similar tasks -----------------------------------------------------------------------------
 
+def anchor_tag(task: "SearchTask") -> str:
+    """``conv2d_nhwc``: the tags of the task's reduction stages (its anchor ops), "" for a task
+    without a reduction."""
+    return "+".join(op.tag or op.name for op in task.compute_dag.ops
+                    if isinstance(op, ComputeOp) and op.reduce_axes)
+
+
 def similarity_tag(task: "SearchTask") -> str:
-    """``conv2d_nhwc_27``: the tags of the task's reduction stages (its anchor ops) and its FLOP
-    bucket int(log_1.618(flops + 1)); "" for a task without a reduction (grouped with nothing)."""
-    tags = [op.tag or op.name for op in task.compute_dag.ops
-            if isinstance(op, ComputeOp) and op.reduce_axes]
+    """``conv2d_nhwc_27``: the ``anchor_tag`` and the FLOP bucket int(log_1.618(flops + 1)); ""
+    for a task without a reduction (grouped with nothing)."""
+    tags = anchor_tag(task)
     if not tags:
         return ""
     flops = float(task.flop_count or 0.0)
-    return "+".join(tags) + f"_{int(math.log(flops + 1) / math.log(_FLOP_BUCKET_BASE))}"
+    return tags + f"_{int(math.log(flops + 1) / math.log(_FLOP_BUCKET_BASE))}"
+
+
+def schedule_donors(tasks: Sequence["SearchTask"]) -> list[list[int]]:
+    """Per task, the other tasks with its ``anchor_tag`` (any size), nearest in FLOPs first:
+    whose best schedules it may start from (``TaskScheduler(share_schedules=True)``)."""
+    tags = [anchor_tag(t) for t in tasks]
+    logf = [math.log(float(t.flop_count or 0.0) + 1) for t in tasks]
+    return [sorted((j for j in range(len(tasks)) if j != i and tags[i] and tags[j] == tags[i]),
+                   key=lambda j: (abs(logf[j] - logf[i]), j)) for i in range(len(tasks))]
 
 
 def similarity_groups(tags: Sequence[str]) -> dict[str, list[int]]:

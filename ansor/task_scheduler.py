@@ -23,7 +23,11 @@ round).
 
 All tasks share ONE cost model (it is retrained on every task's records, so what it learns on one
 conv helps the next) and ONE ``ProgramMeasurer`` (per-task bookkeeping by workload key, one log);
-each task has its own ``SketchPolicy``, created when it is first tuned.
+each task has its own ``SketchPolicy``, created when it is first tuned. Similar tasks (the same
+anchor ops, other shapes: ``scheduler_policy.schedule_donors``) also share schedules: until a
+task has ``SHARE_BELOW`` valid schedules of its own, its policy's initial population is seeded
+with its siblings' best ones too, replayed onto its shapes where they fit (``borrowed``), so
+with a few trials per task the search refines what the network's other convs already found.
 
 Resuming (``load_log_file``, and ``options.log_file`` when it exists, as ``tune_task`` does;
 ``resume``) restores each task's best cost, its trial count and per-round history, the
@@ -81,6 +85,11 @@ logger = logging.getLogger("ansor.task_scheduler")
 NO_VALID_ROUNDS = 3
 
 STOP_ALL_DEAD = "every task is done (nothing new to propose, early stopping or errors)"
+# Schedule sharing (``TaskScheduler.borrowed``): a task with fewer valid schedules than
+# SHARE_BELOW is offered up to SHARE_PER_DONOR best schedules of each similar task, SHARE_MAX in all.
+SHARE_BELOW = 64
+SHARE_PER_DONOR = 4
+SHARE_MAX = 32
 STOP_EARLY = "early stopping: the objective has not improved"
 STOP_NOTHING = "no task to tune (all filtered out)"
 STOP_BUDGET_ALL = "trial budget reached"
@@ -122,7 +131,8 @@ class TaskScheduler(BestConfirmation):
     or a predicate ``f(index, task) -> bool``. ``remeasure_best``: how many measurements a
     task's best needs before it is trusted - an unconfirmed best is measured again at the start
     of each following round and in a last pass, and its cost is the median of its measurements
-    (``pooled_cost``); 1 trusts every single measurement. With ``options.runner="local"`` the
+    (``pooled_cost``); 1 trusts every single measurement. ``share_schedules``: a task's search
+    starts from the best schedules of similar tasks too (``borrowed``). With ``options.runner="local"`` the
     candidates are timed in network mode (``LocalRunner(cache="network")``: the task's weights
     rotated over what the rest of the network touches, its activations warm, as the network runs
     it); a runner given is used as it is.
@@ -136,7 +146,8 @@ class TaskScheduler(BestConfirmation):
                  callbacks: Sequence[TaskSchedulerCallback] | None = None, alpha: float = 0.2,
                  beta: float = 2, backward_window_size: int = 3, seed: int | None = None,
                  task_filter: "TaskFilter | str | Callable[[int, SearchTask], bool] | None" = None,
-                 cost_model: CostModel | None = None, remeasure_best: int = 3):
+                 cost_model: CostModel | None = None, remeasure_best: int = 3,
+                 share_schedules: bool = True):
         self.tasks = list(tasks)
         self._index = task_index(self.tasks)
         self.weights = check_task_weights(self.tasks, task_weights)
@@ -160,10 +171,14 @@ class TaskScheduler(BestConfirmation):
             raise ValueError(f"TaskScheduler remeasure_best must be an integer >= 1, got {remeasure_best!r}")
         self.remeasure_best = remeasure_best
         self.remeasured = 0
+        if not isinstance(share_schedules, bool):
+            raise TypeError(f"TaskScheduler share_schedules must be True or False, got {share_schedules!r}")
+        self.share_schedules = share_schedules
 
         self.flops = [float(t.flop_count or 0.0) for t in self.tasks]
         self.tags = [similarity_tag(t) for t in self.tasks]
         self.groups: dict[str, list[int]] = policy.similarity_groups(self.tags)
+        self.donors = policy.schedule_donors(self.tasks)
         self.state = [TaskState() for _ in self.tasks]
         # Set by ``tune``; readable by callbacks.
         self.measurer: ProgramMeasurer | None = None
@@ -236,7 +251,7 @@ class TaskScheduler(BestConfirmation):
         # never leaves a task slower than the untuned network.
         first = UntunedFirst(task, self.measurer) if self.options.measure_untuned_first else None
         batch = run_round(task, self._policy(i), self.measurer, self.model, n, first=first,
-                          then=book)
+                          then=book, borrowed=self.borrowed(i))
         if not batch.inputs:
             st.dead = "search space exhausted"
             return None
@@ -254,6 +269,24 @@ class TaskScheduler(BestConfirmation):
         logger.info("%s: round of %d, %d valid", task.desc, len(batch.inputs),
                     sum(map(is_valid, batch.results)))
         return None
+
+    def borrowed(self, i: int) -> list[Any]:
+        """The best schedules of task i's donors (``scheduler_policy.schedule_donors``: the same
+        anchor ops, nearest size first; ``SHARE_PER_DONOR`` each, ``SHARE_MAX`` in all) while it
+        has fewer than ``SHARE_BELOW`` valid schedules of its own: its search starts from what
+        its siblings found (replayed onto its shapes where they fit) instead of from nothing,
+        which is what a budget of a few trials per task needs. Empty with ``share_schedules``
+        off."""
+        assert self.measurer is not None
+        if not self.share_schedules or len(self.measurer.stats(self.tasks[i].workload_key).best.states()) \
+                >= SHARE_BELOW:
+            return []
+        out: list[Any] = []
+        for j in self.donors[i]:
+            out += self.measurer.stats(self.tasks[j].workload_key).best.states()[:SHARE_PER_DONOR]
+            if len(out) >= SHARE_MAX:
+                break
+        return out[:SHARE_MAX]
 
     # ---- the run -------------------------------------------------------------------------------
     def tune(self, options: TuningOptions | None = None) -> SchedulerResult:

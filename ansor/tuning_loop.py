@@ -158,19 +158,20 @@ def run_round(task: "SearchTask", policy: Any, measurer: ProgramMeasurer,
               model: "CostModel | None", n: int,
               first: Callable[[], Sequence[Any]] | None = None,
               then: Callable[[Batch], None] | None = None,
-              logger: logging.Logger | None = None) -> Batch:
+              logger: logging.Logger | None = None, borrowed: Sequence[Any] = ()) -> Batch:
     """One round of a search-policy task: up to ``n`` new candidates from ``policy`` (its
     ``generate_measure_candidates`` sees what is measured and the best states), measured, logged,
     booked and learned by ``model``. ``first()``: states to put before the policy's (called after
     the policy proposed, so the search's random stream is the same with or without them).
-    ``then(batch)`` runs with the booking (``measure_batch``)."""
+    ``then(batch)`` runs with the booking (``measure_batch``). ``borrowed``: best states of
+    similar tasks, offered to the policy after the task's own (it replays what fits this task)."""
     key = task.workload_key
     stats = measurer.stats(key)
     out = Batch()
     t0 = time.monotonic()
     measurer.catch_up(key, task.compute_dag)  # what another tuner logged meanwhile
     proposed = list(policy.generate_measure_candidates(n, stats.measured_keys,
-                                                       stats.best.states()) or ())
+                                                       stats.best.states() + list(borrowed)) or ())
     out.search_seconds = time.monotonic() - t0
     search_stats = getattr(policy, "last_round_stats", None)
     if search_stats and logger is not None:

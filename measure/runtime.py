@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
+import re
 import threading
 import warnings
 from typing import Iterable
@@ -45,7 +47,24 @@ def check_num_threads() -> int:
         warnings.warn(f"{ENV_NUM_THREADS}={n} is more than the {cpus} CPU(s) usable here: "
                       "kernels will oversubscribe the cores, run far slower and time noisily; "
                       f"set it to {cpus} or less (or unset it)", RuntimeWarning, stacklevel=2)
+    _check_spin_env()
     return n
+
+
+_warned_spin = False
+
+
+def _check_spin_env() -> None:
+    """Warn once when ``ANSOR_SPIN_US`` is set but not a whole number of microseconds: the pool
+    (which reads it natively, where nothing can be said) then spins its default."""
+    global _warned_spin
+
+    raw = os.environ.get(thread_pool.ENV_SPIN_US)
+    if raw is None or _warned_spin or re.fullmatch(r"\s*\+?[0-9]+", raw):
+        return
+    _warned_spin = True
+    warnings.warn(f"{thread_pool.ENV_SPIN_US}={raw[:40]!r} is not a whole number of microseconds >= 0: the "
+                  f"kernels' thread pool spins its default {thread_pool.SPIN_US} us", RuntimeWarning, stacklevel=3)
 
 
 def _load_permanently(candidates: Iterable[str]) -> str | None:

@@ -26,10 +26,8 @@ How it works:
   CHUNKS_PER_THREAD))`` iterations from the atomic counter ``next`` (``atomicrmw add``), so a
   late (preempted) thread delays the others by at most one chunk. With ``CHUNKS_PER_THREAD = 1``
   the chunks are the static split libgomp's schedule used.
-* Waiting (a worker for a job, the caller for the workers): spin on the word with ``pause`` for
-  ``SPIN_US`` microseconds (``ANSOR_SPIN_US`` overrides it, read once when the first worker is
-  made), enough to cover the gap between consecutive kernels of a network, then sleep on the
-  futex, so idle workers never take a core from other threads of the process for long.
+* Waiting (a worker for a job, the caller for the workers): spin, then sleep on a futex
+  (``measure.pool_wait``), so idle workers never take a core from other threads for long.
 * One caller at a time owns the pool: ``lock`` (0 free, 1 owned) is taken with a ``cmpxchg``. A
   caller that finds the pool busy (another Python thread's kernel, or a nested call: a body
   calling back in from the caller or a worker, which codegen never emits) runs the whole loop
@@ -58,35 +56,22 @@ Memory ordering, and why consecutive jobs never mix:
   for: it can no longer join. No worker is inside a closed job with count 0, so the owner of the
   next job rewrites the fields, ``next`` and ``active`` with no reader left: no stale field is
   ever read, and any worker may help any job it manages to join.
-* Sleeping without a lost wake-up (Dekker's pattern, all four accesses seq_cst): a waiter stores
-  its flag = 1, re-reads the word, and ``FUTEX_WAIT``s only on the value it read (the kernel
-  returns at once if the word changed since); a waker changes the word, then reads the flag and
-  ``FUTEX_WAKE``s if it is set. At least one of the two sees the other's write. Spurious or stale
-  wake-ups only make a waiter re-check its word.
 """
 from __future__ import annotations
 
 from .checks import MAX_THREADS
+from .pool_wait import ENV_SPIN_US, MAX_SPIN_US, SPIN_US, wait_functions
+
+__all__ = ["ENTRY", "CHUNKS_PER_THREAD", "ENV_SPIN_US", "MAX_SPIN_US", "SPIN_US", "pool_ir"]
 
 ENTRY = "ansor_parallel_for"
 
-# Microseconds a waiting thread spins before it sleeps on the futex: covers the gap between two
-# kernels of a network run from Python (a few microseconds), far below libgomp's milliseconds.
-SPIN_US = 50
-ENV_SPIN_US = "ANSOR_SPIN_US"
-MAX_SPIN_US = 1_000_000
 # Chunks of dynamic work per participating thread: enough for a late thread to be covered by the
 # others, few enough that the atomic counter is not contended. 4 took 3-12% less time than 1 (the
 # static split) on untuned matmul, dense and conv kernels, 2 threads on a loaded 2-core machine
 # (``benchmarks/thread_pool.py split``).
 CHUNKS_PER_THREAD = 4
 MAX_WORKERS = MAX_THREADS - 1  # the caller is the last of at most MAX_THREADS threads
-SPIN_CHECK = 64  # pauses between two clock reads while spinning
-
-_SYS_FUTEX = 202  # Linux x86-64
-_FUTEX_WAIT_PRIVATE = 0 | 128
-_FUTEX_WAKE_PRIVATE = 1 | 128
-_CLOCK_MONOTONIC = 1
 
 # The pool's state, one block: a field per cache line where threads contend, then the slots.
 # Fields: 0 lock, 1 nworkers, 2 pid, 3 checkpid | 5 active | 7 waiting | 9 next | 11 body,
@@ -108,97 +93,13 @@ def _functions(vis: str) -> str:
 {_STATE}
 @pool.state = internal global ptr null, align 8
 @pool.static = internal global %State zeroinitializer, align 64
-@pool.spin_ns = internal global i64 -1, align 8
-@pool.env = private unnamed_addr constant [{len(ENV_SPIN_US) + 1} x i8] c"{ENV_SPIN_US}\\00", align 1
-
-declare i64 @syscall(i64, ...)
-declare i32 @clock_gettime(i32, ptr)
+{wait_functions()}
 declare i32 @getpid()
 declare ptr @mmap(ptr, i64, i32, i32, i32, i64)
 declare i32 @madvise(ptr, i64, i32)
 declare i32 @munmap(ptr, i64)
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
-declare ptr @getenv(ptr)
-declare i64 @strtol(ptr, ptr, i32)
-declare void @llvm.x86.sse2.pause()
-declare i64 @llvm.smin.i64(i64, i64)
-
-define internal i64 @pool.now_ns() #0 {{
-entry:
-  %ts = alloca [2 x i64], align 8
-  %r = call i32 @clock_gettime(i32 {_CLOCK_MONOTONIC}, ptr %ts)
-  %s = load i64, ptr %ts, align 8
-  %np = getelementptr inbounds [2 x i64], ptr %ts, i64 0, i64 1
-  %n = load i64, ptr %np, align 8
-  %sn = mul i64 %s, 1000000000
-  %t = add i64 %sn, %n
-  ret i64 %t
-}}
-
-define internal void @pool.futex(ptr %word, i64 %op, i32 %value) #0 {{
-entry:
-  %v = zext i32 %value to i64
-  %r = call i64 (i64, ...) @syscall(i64 {_SYS_FUTEX}, ptr %word, i64 %op, i64 %v, ptr null, ptr null, i64 0)
-  ret void
-}}
-
-; Waits until *word != value (spinning until the clock passes deadline, then asleep on the futex
-; with *flag = 1 announcing it); returns the new value, read with acquire semantics.
-define internal i32 @pool.wait_while(ptr %word, i32 %value, ptr %flag, i64 %deadline) #0 {{
-entry:
-  br label %spin
-spin:
-  %k = phi i32 [ 0, %entry ], [ %k1, %pause ], [ %k1, %clock ]
-  %v = load atomic i32, ptr %word acquire, align 4
-  %changed = icmp ne i32 %v, %value
-  br i1 %changed, label %out, label %pause
-pause:
-  call void @llvm.x86.sse2.pause()
-  %k1 = add i32 %k, 1
-  %m = and i32 %k1, {SPIN_CHECK - 1}
-  %tick = icmp eq i32 %m, 0
-  br i1 %tick, label %clock, label %spin
-clock:
-  %t = call i64 @pool.now_ns()
-  %late = icmp sge i64 %t, %deadline
-  br i1 %late, label %sleep, label %spin
-sleep:
-  store atomic i32 1, ptr %flag seq_cst, align 4
-  %v2 = load atomic i32, ptr %word seq_cst, align 4
-  %changed2 = icmp ne i32 %v2, %value
-  br i1 %changed2, label %woke, label %wait
-wait:
-  call void @pool.futex(ptr %word, i64 {_FUTEX_WAIT_PRIVATE}, i32 %value)
-  br label %sleep
-woke:
-  store atomic i32 0, ptr %flag monotonic, align 4
-  br label %out
-out:
-  %r = phi i32 [ %v, %spin ], [ %v2, %woke ]
-  ret i32 %r
-}}
-
-; After a seq_cst change of *word: wakes its waiter if it announced itself asleep.
-define internal void @pool.signal(ptr %word, ptr %flag) #0 {{
-entry:
-  %s = load atomic i32, ptr %flag seq_cst, align 4
-  %asleep = icmp ne i32 %s, 0
-  br i1 %asleep, label %wake, label %out
-wake:
-  call void @pool.futex(ptr %word, i64 {_FUTEX_WAKE_PRIVATE}, i32 1)
-  br label %out
-out:
-  ret void
-}}
-
-define internal i64 @pool.deadline() #0 {{
-entry:
-  %t = call i64 @pool.now_ns()
-  %s = load i64, ptr @pool.spin_ns, align 8
-  %d = add i64 %t, %s
-  ret i64 %d
-}}
 
 ; The state block, made by the first caller: a private mapping wiped in a fork's child, else
 ; (Linux < 4.14) the static block, checked against getpid() by every owner.
@@ -307,35 +208,6 @@ tell:
   br label %done
 done:
   br label %idle
-}}
-
-; The spin length, read once (under the lock, before the first worker exists).
-define internal void @pool.read_spin() #0 {{
-entry:
-  %end = alloca ptr, align 8
-  %cur = load i64, ptr @pool.spin_ns, align 8
-  %unset = icmp slt i64 %cur, 0
-  br i1 %unset, label %read, label %out
-read:
-  %s = call ptr @getenv(ptr @pool.env)
-  %none = icmp eq ptr %s, null
-  br i1 %none, label %set, label %parse
-parse:
-  %v = call i64 @strtol(ptr %s, ptr %end, i32 10)
-  %e = load ptr, ptr %end, align 8
-  %empty = icmp eq ptr %e, %s
-  %neg = icmp slt i64 %v, 0
-  %bad = or i1 %empty, %neg
-  %v1 = call i64 @llvm.smin.i64(i64 %v, i64 {MAX_SPIN_US})
-  %us = select i1 %bad, i64 {SPIN_US}, i64 %v1
-  br label %set
-set:
-  %u = phi i64 [ %us, %parse ], [ {SPIN_US}, %read ]
-  %ns = mul i64 %u, 1000
-  store i64 %ns, ptr @pool.spin_ns, align 8
-  br label %out
-out:
-  ret void
 }}
 
 define {vis}void @{ENTRY}(ptr %body, ptr %clo, i64 %extent, i32 %nthreads) #0 {{

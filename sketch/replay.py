@@ -52,6 +52,24 @@ def replay(dag: ComputeDAG, steps: Iterable[Step], *, verbatim: bool = True,
                 split_lengths)
 
 
+def fit_lengths(extent: int, step: SplitStep, state: State) -> tuple[tuple[int, ...], str]:
+    """A ``SplitLengths`` for steps made on other shapes (a similar task's schedule): lengths whose
+    product fits ``extent`` are kept; otherwise the largest is halved until they fit (a split may
+    not ask for more than its loop has)."""
+    lengths = list(step.lengths)
+    while lengths and _prod(lengths) > extent:
+        k = max(range(len(lengths)), key=lambda i: lengths[i])
+        lengths[k] = max(1, lengths[k] // 2)
+    return tuple(lengths), step.tail
+
+
+def _prod(xs: Sequence[int]) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
 def replay_edited(parent: State, index: int, steps: Sequence[Step]) -> State:
     """Replay ``steps``, whose first ``index`` steps are ``parent``'s, starting from the parent's
     recorded state before its last split at or before ``index`` (from scratch without one).

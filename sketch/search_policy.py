@@ -27,7 +27,7 @@ from .hardware import HardwareParams
 from .init_population import lowers, lowers_cached, sample_initial_population
 from .loop_state import InvalidStepError, State
 from .mutation import mutate
-from .replay import replay
+from .replay import fit_lengths, replay
 from .search_params import SearchParams
 from .sketch_rules import generate_sketches
 
@@ -170,14 +170,15 @@ class SketchPolicy:
     # ---- the tuner's entry point -------------------------------------------------------------
     def _reseed(self, best_states: Sequence[State], n: int) -> list[State]:
         """The first ``n`` of ``best_states`` that replay on this task's DAG (records may come
-        from another process, whose DAG objects are not ours)."""
+        from another process, whose DAG objects are not ours; a similar task's schedules from
+        other shapes, their split lengths fitted to this task's loops: ``replay.fit_lengths``)."""
         out: list[State] = []
         dag = self.task.compute_dag
         for s in best_states:
             if len(out) >= n:
                 break
             try:
-                r = s if s.dag is dag else replay(dag, s.steps, verbatim=False)
+                r = s if s.dag is dag else replay(dag, s.steps, verbatim=False, split_lengths=fit_lengths)
             except InvalidStepError as e:
                 logger.debug("a measured state does not replay on this task: %s", e)
                 continue

@@ -70,7 +70,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="also tune, as tasks of their own ('conv1x1+dwconv3x3 1x28x28x32'), each pair of "
                         "convs where the first's output feeds only the second (1x1 -> depthwise 3x3, "
                         "depthwise 3x3 -> 1x1, 1x1 -> 3x3) fused into one kernel; a pair runs fused "
-                        "when its measured time beats the two separate ones (also in 'network run')")
+                        "when its measured time beats the two separate ones, each in its fastest "
+                        "variant with --winograd/--layout-tuning (the choice is written to "
+                        "LOG.layouts.jsonl and used by 'network run'; the layouts are then chosen "
+                        "for the network with those pairs fused)")
+    q.add_argument("--no-share-schedules", action="store_true",
+                   help="start each task's search from its own schedules only (default: also from "
+                        "the best ones of similar tasks, the same ops at other shapes, until it has "
+                        "64 of its own: what few trials per task need)")
     q.add_argument("--export", default=None, metavar="DIR/NAME.so",
                    help="after tuning, write the network as one shared library with the loader "
                         "ansor_runtime.py (numpy only) beside it (default: LOG-lib/net.so)")
@@ -126,11 +133,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
         tasks, weights = list(plan.tasks), list(plan.weights)
     candidates = None
     if getattr(args, "fuse_pairs", False):
-        if variants is not None:
-            print("ansor network tune: --fuse-pairs cannot be combined with --layout-tuning or "
-                  "--winograd yet (a fused pair changes the groups the variants are chosen for)",
-                  file=sys.stderr)
-            return 2
         from ansor.graph.two_anchor import pair_candidates, pair_tasks  # noqa: PLC0415 - start-up time
 
         # Beside the separate tasks: the choice compares the fused time with their sum.
@@ -162,7 +164,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 if args.tasks is not None or args.min_share else None
             sched = TaskScheduler(tasks, weights, strategy=args.strategy, seed=args.seed,
                                   task_filter=flt, remeasure_best=args.remeasure_best,
-                                  callbacks=[PrintTableInfo(), history], cost_model=model)
+                                  callbacks=[PrintTableInfo(), history], cost_model=model,
+                                  share_schedules=not getattr(args, "no_share_schedules", False))
             trials = DEFAULT_TRIALS if args.trials is None else args.trials
             per_round = DEFAULT_PER_ROUND if args.per_round is None else args.per_round
             opts = options.tuning_options(args, log=args.log, trials=trials, per_round=per_round,
@@ -200,12 +203,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 1
     if not os.path.isfile(args.log):
         return 0
-    if variants is not None:
-        code = _choose_layouts(g, args.log, variants, args.cache)
+    if variants is not None or candidates:
+        code = _choose(plan, args, variants, candidates)
         if code:
             return code
-    if candidates:
-        _show_pairs(g, args.log, plan, candidates)
     if args.rounds == 0 or args.target != "native":  # the comparison below compiles natively
         # layouts: the choice just recorded, if any
         lib = compile_network(plan, log_file=args.log, target=args.target)
@@ -242,18 +243,32 @@ def side_plot(history: str, out: str) -> None:
               f"{why.splitlines()[0]}", file=sys.stderr)
 
 
-def _choose_layouts(g, log: str, variants, cache: str) -> int:
-    """Solve the network's layouts from the log (transform kernels measured as needed), print
-    and record the choice. ``variants``: the plan's groups with their candidate layouts."""
+def _choose(plan, args: argparse.Namespace, variants, candidates) -> int:
+    """Choose the fused pairs, then the layouts of the network they leave (``network_choice``),
+    print both and the estimate of the network as compiled; 1 when the choice fails."""
     from ansor.graph.layout_sidecar import LayoutFileError, sidecar_path  # noqa: PLC0415
-    from ansor.graph.layout_tuning import solve_layouts  # noqa: PLC0415
     from ansor.graph.layout_solver import LayoutSolverError  # noqa: PLC0415
+    from ansor.graph.network_choice import choose_network  # noqa: PLC0415 - start-up time
+    from measure.targets import use_target  # noqa: PLC0415 - start-up time of the CLI
 
     try:
-        choice = solve_layouts(g, log, variants=variants, cache=cache)  # transforms timed as the tasks
+        with use_target(args.target):
+            choice = choose_network(plan, args.log, candidates, variants,
+                                    blocked=getattr(args, "layout_tuning", False),
+                                    winograd=getattr(args, "winograd", False), cache=args.cache)
     except (LayoutFileError, LayoutSolverError) as err:
         print(f"ansor network tune: layout tuning: {err}", file=sys.stderr)
         return 1
+    if choice.pairs is not None:
+        _show_pairs(choice.pairs)
+    if choice.layouts is not None:
+        _show_layouts(choice.layouts, choice.variants, sidecar_path(args.log))
+    _show_estimate(plan, args)
+    return 0
+
+
+def _show_layouts(choice, variants, side) -> None:
+    """The solved layouts, per group with its candidates' costs."""
     rows = [("group", "layout", "candidates (ms)")]
     for v, lay, costs in zip(variants, choice.layouts, choice.group_costs):
         shown = ", ".join(f"{n} {c * 1e3:.3f}" if c != float("inf") else f"{n} -"
@@ -265,19 +280,15 @@ def _choose_layouts(g, log: str, variants, cache: str) -> int:
     wino = sum(1 for lay in choice.layouts if lay.startswith("winograd"))
     print(f"layouts: {moved} of {len(choice.layouts)} group(s) blocked, {wino} Winograd; estimated {sol.cost * 1e3:.3f} ms "
           f"with transforms ({sol.method}, {'optimal' if sol.optimal else 'heuristic'}; {sol.note}); "
-          f"{len(choice.transforms)} transform(s) costed; written to {sidecar_path(log)}")
-    return 0
+          f"{len(choice.transforms)} transform(s) costed; written to {side}")
 
 
-def _show_pairs(g, log: str, plan, candidates) -> None:
+def _show_pairs(choices) -> None:
     """The measured choice per fusable pair (what 'network run' and the compile below apply)."""
-    from ansor.graph.two_anchor import choose_pairs  # noqa: PLC0415 - start-up time
-
     def ms(x: float) -> str:
         return "-" if x == float("inf") else f"{x * 1e3:.3f}"
 
     rows = [("pair", "groups", "fused (ms)", "separate (ms)", "runs")]
-    choices = choose_pairs(g, plan.groups, candidates, log)
     for c in choices:
         k = c.candidate
         rows.append((f"{'+'.join(k.kinds)} {'x'.join(map(str, k.occurrence.group.nodes[-1].type.shape))}",
@@ -285,6 +296,17 @@ def _show_pairs(g, log: str, plan, candidates) -> None:
                      "fused" if c.fused else "separate"))
     print_table(rows)
     print(f"fused pairs: {sum(c.fused for c in choices)} of {len(choices)} candidate(s) run as one kernel")
+
+
+def _show_estimate(plan, args: argparse.Namespace) -> None:
+    """The estimate of the network as it is compiled (pairs and layouts chosen), one line."""
+    from ansor.graph.executor import plan_as_compiled  # noqa: PLC0415 - start-up time
+    from ansor.graph.network_estimate import estimate_network  # noqa: PLC0415 - start-up time
+    from measure.targets import use_target  # noqa: PLC0415 - start-up time of the CLI
+
+    with use_target(args.target):
+        est = estimate_network(plan_as_compiled(plan, args.log), args.log)
+    print("estimated latency of the network as compiled: " + est.describe())
 
 
 def _before_after(args: argparse.Namespace) -> None:

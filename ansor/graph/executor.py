@@ -115,19 +115,30 @@ def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | 
             raise ValueError("compile_network: a plan made with include_simple=True has tasks the "
                              "compiled network does not schedule as tasks; plan it without")
     with use_target(built_for):  # the layouts, records, schedules and kernels of that CPU
-        pairs = resolve_pairs(graph, plan.groups, fuse_pairs, log_file)
-        if pairs:
-            plan = plan.with_pairs(pairs)
-            if verbose:
-                print(f"ansor: {len(pairs)} pair(s) of groups run as one kernel: "
-                      + ", ".join(f"{'+'.join(c.kinds)} ({c.producer}, {c.consumer})" for c in pairs),
-                      file=file or sys.stderr)
-        if isinstance(layouts, str) and layouts == "auto":
-            layouts = chosen_layouts(graph, log_file, plan.groups) if log_file is not None else None
-        wanted = (NHWC,) * len(plan.groups) if layouts is None else layouts
-        if isinstance(wanted, str) or tuple(wanted) != plan.layouts:
-            plan = plan.with_layouts(layouts)  # checked there; the NHWC groups are not lowered again
+        plan = plan_as_compiled(plan, log_file, fuse_pairs, layouts, verbose, file)
         return link(plan, choose_schedules(plan, log_file, strict, verbose, file, untuned))
+
+
+def plan_as_compiled(plan: NetworkPlan, log_file: str | os.PathLike | None, fuse_pairs: object = "auto",
+                     layouts: str | Sequence[str] | None = "auto", verbose: bool = False,
+                     file: TextIO | None = None) -> NetworkPlan:
+    """The plan ``compile_network`` builds (its ``fuse_pairs`` and ``layouts`` arguments, read
+    from ``log_file`` when ``"auto"``): the fused pairs merged (told on ``file``, stderr, when
+    ``verbose``), then the layouts applied. Under the target the caller uses."""
+    graph = plan.graph
+    pairs = resolve_pairs(graph, plan.groups, fuse_pairs, log_file)
+    if pairs:
+        plan = plan.with_pairs(pairs)
+        if verbose:
+            print(f"ansor: {len(pairs)} pair(s) of groups run as one kernel: "
+                  + ", ".join(f"{'+'.join(c.kinds)} ({c.producer}, {c.consumer})" for c in pairs),
+                  file=file or sys.stderr)
+    if isinstance(layouts, str) and layouts == "auto":
+        layouts = chosen_layouts(graph, log_file, plan.groups) if log_file is not None else None
+    wanted = (NHWC,) * len(plan.groups) if layouts is None else layouts
+    if isinstance(wanted, str) or tuple(wanted) != plan.layouts:
+        plan = plan.with_layouts(layouts)  # checked there; the NHWC groups are not lowered again
+    return plan
 
 
 def _run_order(plan: NetworkPlan) -> tuple[list[tuple], dict[str, Any]]:

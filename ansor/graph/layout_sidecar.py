@@ -1,6 +1,7 @@
 """The layouts sidecar file ``LOG.layouts.jsonl`` beside a tuning log: measured layout-transform
-costs (so a later run measures only what is missing) and the layouts chosen per network, one JSON
-object a line, appended as they are made (``layout_tuning`` writes and reads it).
+costs (so a later run measures only what is missing), the layouts chosen per network and the
+pairs of groups chosen to run as one kernel per network (``two_anchor``), one JSON object a line,
+appended as they are made (``layout_tuning`` and ``network_choice`` write it and read it).
 
 It is untrusted input like a record file: every line is validated on load (kind, shapes, layout
 names, finite non-negative seconds) and a bad one is refused with an error naming the file and
@@ -113,18 +114,44 @@ def _parse_choice(entry: dict, path: Path, lineno: int) -> tuple[str, tuple[str,
     return net, tuple(_layout_name(lay, f"layouts[{k}]", path, lineno) for k, lay in enumerate(lays))
 
 
+MAX_PAIRS = 1 << 16
+
+
+def _parse_pairs(entry: dict, path: Path, lineno: int) -> tuple[str, tuple[tuple[int, int], ...]]:
+    net = entry.get("network")
+    if not isinstance(net, str) or not (1 <= len(net) <= 64) or not net.isalnum():
+        raise _bad(path, lineno, f"'network' must be a network key (hex digits), got {net!r:.70}")
+    pairs = entry.get("pairs")
+    if not isinstance(pairs, list) or len(pairs) > MAX_PAIRS or not all(
+            isinstance(q, list) and len(q) == 2 and all(type(i) is int and 0 <= i < MAX_DIM for i in q)
+            for q in pairs):
+        raise _bad(path, lineno, "'pairs' must be a list of [producer, consumer] group indices")
+    return net, tuple((q[0], q[1]) for q in pairs)
+
+
+def read_pair_choices(path: str | os.PathLike) -> dict[str, tuple[tuple[tuple[int, int], ...], int]]:
+    """Per network key, the pairs of groups (producer, consumer indices) last chosen to run as
+    one kernel, with the line they are on (later lines win); empty for a missing file."""
+    return _read(Path(path), None)[2]
+
+
 def read_sidecar(path: str | os.PathLike, cache: str | None = None
                  ) -> tuple[dict[TransformKey, float], dict[str, tuple[tuple[str, ...], int]]]:
     """Transform costs measured with this toolchain (timed in mode ``cache`` if given), and per
     network key the chosen layouts with the line they are on (later lines win).
     ``LayoutFileError`` names the file and line of the first bad entry."""
-    p = Path(path)
+    costs, choices, _ = _read(Path(path), cache)
+    return costs, choices
+
+
+def _read(p: Path, cache: str | None) -> tuple[dict, dict, dict]:
     costs: dict[TransformKey, float] = {}
     choices: dict[str, tuple[tuple[str, ...], int]] = {}
+    pairs: dict[str, tuple[tuple[tuple[int, int], ...], int]] = {}
     try:
         f = p.open("r", encoding="utf-8", errors="strict")
     except FileNotFoundError:
-        return costs, choices
+        return costs, choices, pairs
     with f:
         lineno = 0
         while True:
@@ -155,9 +182,12 @@ def read_sidecar(path: str | os.PathLike, cache: str | None = None
             elif kind == "choice":
                 net, lays = _parse_choice(entry, p, lineno)
                 choices[net] = (lays, lineno)
+            elif kind == "pairs":
+                net, chosen = _parse_pairs(entry, p, lineno)
+                pairs[net] = (chosen, lineno)
             else:
-                raise _bad(p, lineno, f"unknown 'kind' {kind!r:.40} (expected 'transform' or 'choice')")
-    return costs, choices
+                raise _bad(p, lineno, f"unknown 'kind' {kind!r:.40} (expected 'transform', 'choice' or 'pairs')")
+    return costs, choices, pairs
 
 
 def append_entries(path: Path, entries: Sequence[dict]) -> None:

@@ -3,7 +3,7 @@
 ``fuse.fuse`` gives every conv its own group, so MobileNet-V2's expand 1x1 conv writes its
 (six times wider) output to memory and the depthwise conv reads it back. Where a group's output is
 read by exactly one other group, and nothing else (not a graph output), and the two anchors are
-one of ``PAIRS`` (1x1 -> depthwise 3x3, depthwise 3x3 -> 1x1, 1x1 -> 3x3), the two groups can run
+one of ``PAIRS`` (1x1 -> depthwise 3x3 or 5x5, depthwise -> 1x1, 1x1 -> 3x3), the two groups can run
 as one: the merged group lowers like any group (``te_ops.lower_group``) and the sketch rule
 ``RuleTwoAnchorFusion`` computes the producer a tile at a time inside the consumer's tiles, so
 the intermediate never goes to memory.
@@ -33,13 +33,17 @@ from compute.tensor import ComputeOp
 from ..records import best_records
 from .fuse import PATTERN_LEVEL, FusedGroup, node_pattern_of
 from .ir import Graph, GraphError, Node
+from .layout_sidecar import read_pair_choices, sidecar_path
+from .layout_tuning import network_key
 from .tasks import GraphTask, Occurrence, tasks_from_groups
 from .te_ops import lower_group
 
 ANCHOR = "out_elemwise_fusable"
 # (producer kind, consumer kind) pairs worth a fused kernel: the producer's tile at the
 # consumer's tile (plus a 3x3's halo) is small and the intermediate it saves is large.
-PAIRS = frozenset({("conv1x1", "dwconv3x3"), ("dwconv3x3", "conv1x1"), ("conv1x1", "conv3x3")})
+# The depthwise 5x5 of EfficientNet and MobileNet-V3 as the 3x3 (bound inference sizes the halo).
+PAIRS = frozenset({("conv1x1", "dwconv3x3"), ("dwconv3x3", "conv1x1"), ("conv1x1", "conv3x3"),
+                   ("conv1x1", "dwconv5x5"), ("dwconv5x5", "conv1x1")})
 
 
 def anchor_kind(node: Node, graph: Graph) -> str:
@@ -154,10 +158,12 @@ class PairChoice:
 
 
 def choose_pairs(graph: Graph, occurrences: Sequence[Occurrence], candidates: Sequence[PairCandidate],
-                 log_file: str | os.PathLike) -> list[PairChoice]:
+                 log_file: str | os.PathLike, group_seconds: Sequence[float] | None = None) -> list[PairChoice]:
     """Per candidate, the fused task's best time in ``log_file`` against the sum of the two
     separate groups' best times; fused when measured and faster (or when the separate ones are
-    not all measured but the fused one is); overlapping candidates taken greedily by saving."""
+    not all measured but the fused one is); overlapping candidates taken greedily by saving.
+    ``group_seconds``: per group of ``occurrences``, its time run separately when the caller
+    knows better than its NHWC record (the fastest of its layout and Winograd variants)."""
     def task(o: Occurrence) -> GraphTask:
         return GraphTask(o.dag, "pair", [o.group.name], 1)
 
@@ -171,8 +177,10 @@ def choose_pairs(graph: Graph, occurrences: Sequence[Occurrence], candidates: Se
         b = bests[o.dag.workload_key]
         return math.inf if b is None else float(b[1].mean_cost)
 
-    times = [(seconds(c.occurrence), seconds(occurrences[c.producer]) + seconds(occurrences[c.consumer]))
-             for c in candidates]
+    def alone(i: int) -> float:
+        return seconds(occurrences[i]) if group_seconds is None else float(group_seconds[i])
+
+    times = [(seconds(c.occurrence), alone(c.producer) + alone(c.consumer)) for c in candidates]
     order = sorted(range(len(candidates)), key=lambda k: -(times[k][1] - times[k][0])
                    if math.isfinite(times[k][1]) else -math.inf)
     used: set[int] = set()
@@ -206,10 +214,28 @@ def fuse_pairs(occurrences: Sequence[Occurrence], chosen: Sequence[PairCandidate
 FUSE_PAIRS_MODES = ("auto", "all")
 
 
+def recorded_pairs(occurrences: Sequence[Occurrence], candidates: Sequence[PairCandidate],
+                   log_file: str | os.PathLike) -> list[PairCandidate] | None:
+    """The pairs last recorded for this network (its groups' ``network_key``) in ``log_file``'s
+    sidecar, as candidates, or None when none is recorded; ``GraphError`` naming the file and
+    line for a recorded pair that is not a candidate of this network."""
+    side = sidecar_path(log_file)
+    found = read_pair_choices(side).get(network_key(occurrences))
+    if found is None:
+        return None
+    by_pair = {(c.producer, c.consumer): c for c in candidates}
+    missing = [q for q in found[0] if q not in by_pair]
+    if missing:
+        raise GraphError(f"{side}:{found[1]}: groups {missing[0]} are not a pair this network can fuse")
+    return [by_pair[q] for q in found[0]]
+
+
 def resolve_pairs(graph: Graph, occurrences: Sequence[Occurrence], fuse_pairs: object,
                   log_file: str | os.PathLike | None) -> list[PairCandidate]:
-    """The pairs ``compile_network(fuse_pairs=...)`` asks for: ``"auto"``, those ``choose_pairs``
-    fuses by the times in ``log_file`` (none without a log); ``"all"``, every candidate that
+    """The pairs ``compile_network(fuse_pairs=...)`` asks for: ``"auto"``, the pairs recorded for
+    this network beside ``log_file`` (``network_choice``: what ``network tune --fuse-pairs``
+    chose), else those ``choose_pairs`` fuses by the times in ``log_file`` (none without a log);
+    ``"all"``, every candidate that
     shares no group with an earlier one; None, none; or a sequence of ``(producer, consumer)``
     group indices (``GraphError`` naming a pair that cannot be fused, and why)."""
     if fuse_pairs is None:
@@ -222,6 +248,9 @@ def resolve_pairs(graph: Graph, occurrences: Sequence[Occurrence], fuse_pairs: o
             return []
         cands = pair_candidates(graph, occurrences)
         if fuse_pairs == "auto":
+            recorded = recorded_pairs(occurrences, cands, log_file)
+            if recorded is not None:
+                return recorded
             return [c.candidate for c in choose_pairs(graph, occurrences, cands, log_file) if c.fused]
         used: set[int] = set()
         out = []

@@ -481,3 +481,40 @@ def test_a_lucky_best_is_measured_again_and_the_median_decides(tmp_path, capsys)
 def test_remeasure_best_is_checked():
     with pytest.raises(ValueError, match="remeasure_best must be an integer >= 1"):
         TaskScheduler(small_tasks(), remeasure_best=0)
+
+
+# ---- schedules shared between similar tasks ------------------------------------------------------
+
+def test_similar_tasks_lend_their_best_schedules(monkeypatch):
+    """A task's first round is offered its siblings' best schedules (nearest size first), the
+    search replays them onto its shapes; none once it has enough of its own, none when off."""
+    import ansor.task_scheduler as ts
+    from sketch.search_policy import SketchPolicy
+
+    offered: list[tuple[str, int]] = []
+    real_run = ts.run_round
+
+    def spy(task, policy, measurer, model, n, **kw):
+        offered.append((task.workload_key, len(kw.get("borrowed", ()))))
+        return real_run(task, policy, measurer, model, n, **kw)
+
+    monkeypatch.setattr(ts, "run_round", spy)
+    tasks = small_tasks()
+    s = TaskScheduler(tasks, strategy="round-robin", callbacks=[])
+    assert s.donors == [[1, 2], [0, 2], [1, 0]] or all(sorted(d) == sorted(set(range(3)) - {i})
+                                                         for i, d in enumerate(s.donors))
+    s.tune(options(12, per_round=4))
+    assert offered[0] == (tasks[0].workload_key, 0)  # nothing measured yet to lend
+    assert offered[1][1] > 0 and offered[2][1] > 0
+    lent = s.borrowed(2)
+    assert lent and all(st.dag is not tasks[2].compute_dag for st in lent)
+    pol = SketchPolicy(tasks[2], RandomModel(0), params=SMALL_PARAMS, seed=0)
+    assert pol._reseed(lent, len(lent))  # they replay onto the other shapes
+    monkeypatch.setattr(ts, "SHARE_BELOW", 1)
+    assert s.borrowed(2) == []  # enough of its own
+    offered.clear()
+    off = TaskScheduler(small_tasks(), strategy="round-robin", callbacks=[], share_schedules=False)
+    off.tune(options(12, per_round=4))
+    assert [n for _, n in offered] == [0, 0, 0]
+    with pytest.raises(TypeError, match="share_schedules must be True or False"):
+        TaskScheduler(small_tasks(), share_schedules=1)

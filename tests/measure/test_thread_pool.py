@@ -366,3 +366,19 @@ print(any("libgomp" in line for line in open("/proc/self/maps")))
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False"]
+
+
+def test_a_bad_spin_setting_is_named_once(monkeypatch):
+    """The pool reads ``ANSOR_SPIN_US`` natively and falls back to its default on a bad value;
+    the start of a command says so, once."""
+    monkeypatch.setattr(runtime, "_warned_spin", False)
+    monkeypatch.setenv(thread_pool.ENV_SPIN_US, "20")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        runtime.check_num_threads()  # a good value: nothing said
+    monkeypatch.setenv(thread_pool.ENV_SPIN_US, "fast")
+    with pytest.warns(RuntimeWarning, match=r"ANSOR_SPIN_US='fast' is not a whole number of microseconds"):
+        runtime.check_num_threads()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        runtime.check_num_threads()  # said once per process

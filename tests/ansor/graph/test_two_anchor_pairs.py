@@ -25,10 +25,10 @@ from sketch.sketch_rules import generate_sketches
 from tests.util import assert_network_matches, graph_inputs
 
 
-def block_net(stride: int = 1):
+def block_net(stride: int = 1, dw: int = 3):
     """Two MobileNet-V2 inverted residual blocks, batch 2, 13x11: expand 1x1 (8 -> 24) + relu6,
-    depthwise 3x3 (``stride``) + relu6, project 1x1 (24 -> 8) + bias (+ the residual with
-    stride 1), then the same again with stride 1."""
+    depthwise ``dw`` x ``dw`` (``stride``) + relu6, project 1x1 (24 -> 8) + bias (+ the residual
+    with stride 1), then the same again with stride 1."""
     r = np.random.default_rng(stride)
     b = GraphBuilder("blocks")
     x = b.input("x", (2, 13, 11, 8))
@@ -43,7 +43,7 @@ def block_net(stride: int = 1):
 
     def block(y, s, p):
         z = conv(y, 24, 1, 1, 1, f"{p}_expand")
-        z = conv(z, 24, 3, s, 24, f"{p}_dw")
+        z = conv(z, 24, dw, s, 24, f"{p}_dw")
         z = conv(z, 8, 1, 1, 1, f"{p}_project", act=False)
         return b.add(y, z, name=f"{p}_add") if s == 1 else z
 
@@ -95,6 +95,37 @@ def test_forced_fused_network_matches_reference_and_onnxruntime(stride, which):
     x = graph_inputs(g)
     want = _ort(g, x)
     np.testing.assert_allclose(got[g.outputs[0]], want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_5x5_pairs_fused_match(stride):
+    g = block_net(stride, dw=5)
+    plan = plan_network(g)
+    assert [c.kinds for c in pair_candidates(g, plan.groups)] == [
+        ("conv1x1", "dwconv5x5"), ("dwconv5x5", "conv1x1")] * 2
+    out = io.StringIO()
+    lib = ansor.compile_network(g, fuse_pairs=[(0, 1), (4, 5)], file=out)
+    assert "2 pair(s) of groups run as one kernel" in out.getvalue()
+    assert_network_matches(lib, g, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["efficientnet", "mobilenet_v3"])
+def test_model_family_with_every_pair_fused_matches_onnxruntime(family):
+    """EfficientNet and MobileNet-V3 (3x3 and 5x5 depthwise; where a squeeze-excite block reads
+    the depthwise output, only expand -> depthwise is offered) run with every pair their graphs
+    offer fused."""
+    from ansor.frontend.onnx import from_onnx
+    from tests.ansor.graph.test_model_families import _check, _model
+
+    path, inp, shape, high = _model(family)
+    g = from_onnx(str(path), shape={inp: shape})
+    plan = plan_network(g)
+    kinds = {c.kinds for c in pair_candidates(g, plan.groups)}
+    assert {("conv1x1", "dwconv3x3"), ("conv1x1", "dwconv5x5")} & kinds, kinds
+    out = io.StringIO()
+    lib = ansor.compile_network(g, fuse_pairs="all", file=out)
+    assert "pair(s) of groups run as one kernel" in out.getvalue()
+    _check(lib.run, path, inp, shape, high)
 
 
 def test_mobilenet_v2_with_every_pair_fused_matches():
@@ -173,9 +204,8 @@ def test_network_tune_fuse_pairs_through_the_cli(tmp_path, monkeypatch, capsys):
     assert ansor_main(argv) == 0
     out = capsys.readouterr().out
     assert "conv1x1+dwconv3x3 2x13x11x24" in out and "candidate(s) run as one kernel" in out
+    assert "estimated latency of the network as compiled: " in out
     assert_network_matches(ansor.compile_network(g, log, verbose=False), g, atol=1e-5)
-    assert ansor_main(["network", "tune", "blocks", "--fuse-pairs", "--layout-tuning", "--log",
-                       str(tmp_path / "x.json")]) == 2
 
 
 def test_exported_fused_module_loads_and_runs(tmp_path):
@@ -185,3 +215,31 @@ def test_exported_fused_module_loads_and_runs(tmp_path):
     lib = ansor.compile_network(g, fuse_pairs=[(1, 2), (3, 4)], verbose=False)
     back = load_module(lib.export(tmp_path / "m"))
     assert_network_matches(back, g, atol=1e-5)
+
+
+def test_estimate_of_the_network_as_compiled(tmp_path):
+    """The estimate sums one best record per kernel the compiled network runs: with two pairs
+    fused at 0.5 s, 2 x 0.5 s for them and 1 s for each of the other kernels; without a fused
+    record, 1 s per separate kernel; a task without any record leaves no figure, named."""
+    from ansor.graph.executor import plan_as_compiled
+    from ansor.graph.network_estimate import estimate_network
+
+    g = block_net(1)
+    plan = plan_network(g)
+    fast = tmp_path / "fast.json"
+    _fake_log(g, fast, 0.5)
+    compiled = plan_as_compiled(plan, fast)
+    assert len(compiled.groups) == len(plan.groups) - 2
+    est = estimate_network(compiled, fast)
+    assert est.kernels == len(compiled.task_of)
+    assert est.seconds == pytest.approx(2 * 0.5 + (est.kernels - 2) * 1.0) and est.missing == ()
+    assert est.modes == {"warm": est.kernels} and "ms (the compiled network's" in est.describe()
+    untuned = tmp_path / "untuned.json"
+    _fake_log(g, untuned, 0.0, skip_fused=True)
+    est2 = estimate_network(plan_as_compiled(plan, untuned), untuned)
+    assert est2.seconds == pytest.approx(1.0 * len(plan.task_of))
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    none = estimate_network(plan, empty)
+    assert none.seconds is None and set(none.missing) == {t.desc for t in plan.tasks}
+    assert none.describe().startswith("- (")
