@@ -74,12 +74,20 @@ def network_times(ns: argparse.Namespace, graph, log: Path) -> str:
 
     res = compare_network(ns.network, ns.options, threads=ns.threads, rounds=ns.rounds, log=str(log),
                           say=lambda m: print(m, flush=True),
-                          variants={"measured choice": {"fuse_pairs": "auto"}, "all separate": {"fuse_pairs": "none"}})
+                          variants={"measured choice": {"fuse_pairs": "auto"}, "all separate": {"fuse_pairs": "none"}},
+                          peers=("onnxruntime",))
+    return latency_table(res, ns, "measured choice", "all separate")
+
+
+def latency_table(res: dict, ns: argparse.Namespace, ours: str, base: str) -> str:
+    """The medians of ``compare_network``, each against onnxruntime, and ``ours`` against ``base``."""
     med = {k: v["seconds"] if v["seconds"] is not None else math.nan for k, v in res.items()}
-    ratio = med["all separate"] / med["measured choice"]
-    return (f"\n{ns.threads} threads, median of {ns.rounds} alternating rounds\n\n| compiled | latency (ms) |\n"
-            "| --- | ---: |\n" + "".join(f"| {k} | {v * 1e3:.3f} |\n" for k, v in med.items())
-            + f"\nend to end: {ratio:.3f}x\n")
+    ort = med.get("onnxruntime", math.nan)
+    return (f"\n{ns.threads} threads, median of {ns.rounds} alternating rounds (fresh processes)\n\n"
+            "| compiled | latency (ms) | onnxruntime / it |\n| --- | ---: | ---: |\n"
+            + "".join(f"| {k} | {v * 1e3:.3f} | {ort / v:.2f}x |\n" for k, v in med.items())
+            + f"\n{ours} against {base}: {med[base] / med[ours]:.3f}x\n"
+            + "".join(f"{k}: {v['error']}\n" for k, v in res.items() if "error" in v))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,10 +26,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+if str(ROOT / "benchmarks") not in sys.path:  # imported by path rather than run as a script
+    sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 
 from ansor.bench.timing import machine_info, worker_env  # noqa: E402
+from two_anchor import latency_table  # noqa: E402
 
 # (H = W, CI = CO): the 3x3 stride-1 convs of ResNet-50's four stages (batch 1, 224x224 input)
 RESNET50_3X3 = [(56, 64), (28, 128), (14, 256), (7, 512)]
@@ -122,11 +125,10 @@ def network(ns: argparse.Namespace, out: Path) -> str:
     tuning = tune(ns.network, log, ns, [])
     res = compare_network(ns.network, {}, threads=ns.threads, rounds=ns.rounds, log=str(log),
                           say=lambda m: print(m, flush=True),
-                          variants={"per-layer choice": {"layouts": "auto"}, "direct only": {"layouts": "nhwc"}})
-    med = {k: v["seconds"] if v["seconds"] is not None else math.nan for k, v in res.items()}
-    return (f"{ns.network}: tuned with --winograd, {ns.trials} trials ({tuning['seconds'] / 60:.1f} min), "
-            f"{ns.threads} threads, median of {ns.rounds} rounds\n\n| compiled | latency (ms) |\n| --- | ---: |\n"
-            + "".join(f"| {k} | {v * 1e3:.3f} |\n" for k, v in med.items()))
+                          variants={"per-layer choice": {"layouts": "auto"}, "direct only": {"layouts": "nhwc"}},
+                          peers=("onnxruntime",))
+    return (f"{ns.network}: tuned with --winograd, {ns.trials} trials ({tuning['seconds'] / 60:.1f} min)\n"
+            + latency_table(res, ns, "per-layer choice", "direct only"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -165,13 +165,18 @@ def write_job_data(model: str, options: dict | None, tmp: Path, onnx: bool = Tru
 def compare_network(model: str, options: dict | None = None, systems: Sequence[str] = SYSTEMS,
                     threads: int = 2, rounds: int = 3, log: str | None = None,
                     timing: dict | None = None, say: Any = None, untuned: str = "rules",
-                    variants: dict[str, dict] | None = None) -> dict:
+                    variants: dict[str, dict] | None = None, peers: Sequence[str] = ()) -> dict:
     """Median seconds per inference of each system over ``rounds`` alternating fresh-process
     rounds: ``{system: {"seconds": median or None, "rounds": [...], "error": str (if any)}}``.
     ``variants``: named compilations of our own instead of ``systems`` (name -> the job fields
-    that make it, e.g. ``{"fuse_pairs": "none"}`` or ``{"layouts": "nhwc"}``), timed the same way."""
+    that make it, e.g. ``{"fuse_pairs": "none"}`` or ``{"layouts": "nhwc"}``), timed the same way,
+    with the ``peers`` named (``"onnxruntime"``, ``"torch"``) in the same alternation."""
     if variants is not None:
-        systems = list(variants)
+        unknown = [p for p in peers if p not in SYSTEMS or p.startswith("ansor") or p in variants]
+        if unknown:
+            raise ValueError(f"compare_network peers must be peers of {', '.join(SYSTEMS)} not named as a "
+                             f"variant, got {unknown[0]!r}")
+        systems = [*variants, *peers]
     out: dict[str, dict] = {s: {"rounds": [], "seconds": None} for s in systems}
     with tempfile.TemporaryDirectory(prefix="ansor-net-") as tmp:
         files, onnx_error = write_job_data(model, options, Path(tmp), onnx="onnxruntime" in systems)
@@ -187,7 +192,8 @@ def compare_network(model: str, options: dict | None = None, systems: Sequence[s
                 if "error" in out[system]:
                     continue
                 job_file = Path(tmp) / f"job-{system}.json"
-                fields = {"system": system} if variants is None else {"system": "ansor", **variants[system]}
+                fields = {"system": system} if variants is None or system not in variants \
+                    else {"system": "ansor", **variants[system]}
                 job_file.write_text(json.dumps({**base, **fields}))
                 res = run_fresh(["-m", "ansor.bench.network_compare", str(job_file)], threads,
                                 env=worker_env())

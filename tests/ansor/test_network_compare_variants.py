@@ -11,3 +11,16 @@ def test_variants_are_timed_like_systems():
     for v in out.values():
         assert "error" not in v and len(v["rounds"]) == 2 and v["seconds"] > 0
     assert [m.split(":")[1].split()[0] for m in seen] == ["choice", "direct", "direct", "choice"]
+
+
+def test_variants_with_a_peer_in_the_same_alternation():
+    import pytest
+
+    seen = []
+    out = compare_network("resnet-18", {"image_size": 32}, threads=1, rounds=2, say=seen.append,
+                          variants={"choice": {"fuse_pairs": "auto"}}, peers=("onnxruntime",))
+    assert set(out) == {"choice", "onnxruntime"}
+    assert all("error" not in v and len(v["rounds"]) == 2 for v in out.values())
+    assert [m.split(":")[1].split()[0] for m in seen] == ["choice", "onnxruntime", "onnxruntime", "choice"]
+    with pytest.raises(ValueError, match="peers must be peers"):
+        compare_network("resnet-18", variants={"choice": {}}, peers=("ansor",))
