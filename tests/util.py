@@ -69,3 +69,10 @@ def assert_peers_match_reference(name: str, args: tuple) -> np.ndarray:
         fn, tensors, to_numpy = S.torch_impl(name, args, inputs)
         assert S.check_output(to_numpy(fn(*tensors)), ref) is None
     return ref
+
+
+def tiny_tune_argv(model: str, log, n_tasks: int, *flags: str) -> list[str]:
+    """``ansor network tune MODEL FLAGS`` as a test runs it: 2 trials per task, 2 per round, a
+    16-state population, single measurements trusted, seed 0, no closing comparison."""
+    return ["network", "tune", model, *flags, "--trials", str(2 * n_tasks), "--per-round", "2",
+            "--population", "16", "--remeasure-best", "1", "--log", str(log), "--seed", "0", "--rounds", "0"]

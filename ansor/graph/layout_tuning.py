@@ -217,7 +217,7 @@ def measure_transforms(keys: Sequence[TransformKey], builder: Builder | None = N
 
 # ---------------------------------------------------------------- the problem and its solution
 
-def _group_costs(variants: Sequence[GroupVariants], graph: Graph, log_file: str | os.PathLike | None
+def group_costs(variants: Sequence[GroupVariants], graph: Graph, log_file: str | os.PathLike | None
                  ) -> list[list[float]]:
     """Per group, per candidate: the variant's best measured seconds in the log (inf without a
     valid record). A group none of whose variants has a record keeps NHWC (cost 0, the rest inf);
@@ -308,7 +308,7 @@ def solve_layouts(graph: Graph, log_file: str | os.PathLike, builder: Builder | 
         write_transform_costs(side, fresh, mode)
     costs = {**cached, **fresh}
     used = {k: costs[k] for k in needed}
-    gcosts = _group_costs(variants, graph, log_file)
+    gcosts = group_costs(variants, graph, log_file)
     sol = solve(build_problem(graph, variants, gcosts, used))
     layouts = tuple(v.layouts[sol.choice[f"g{i}"]] for i, v in enumerate(variants))
     net = network_key(occ)

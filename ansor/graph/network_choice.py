@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .ir import Graph
 from .layout_sidecar import append_entries, sidecar_path
-from .layout_tuning import LayoutChoice, _group_costs, layout_variants, network_key, solve_layouts
+from .layout_tuning import LayoutChoice, group_costs, layout_variants, network_key, solve_layouts
 from .plan import NetworkPlan
 from .two_anchor import PairCandidate, PairChoice, choose_pairs
 
@@ -49,7 +49,7 @@ def choose_network(plan: NetworkPlan, log_file: str | os.PathLike, candidates: S
         alone = None
         if variants is not None:  # a group run separately runs its fastest variant
             # (a group with no record of any variant costs 0 there, "keep NHWC": unmeasured here)
-            alone = [min(c) or math.inf for c in _group_costs(variants, graph, log_file)]
+            alone = [min(c) or math.inf for c in group_costs(variants, graph, log_file)]
         pairs = choose_pairs(graph, plan.groups, candidates, log_file, alone)
         chosen = [c.candidate for c in pairs if c.fused]
         append_entries(sidecar_path(log_file), [{"kind": "pairs", "network": network_key(plan.groups),

@@ -31,7 +31,7 @@ from measure.target import host_hardware_params
 from sketch.init_population import sample_initial_population
 from sketch.search_params import SearchParams
 from sketch.sketch_rules import generate_sketches
-from tests.util import assert_network_matches, graph_inputs
+from tests.util import assert_network_matches, graph_inputs, tiny_tune_argv
 
 LANES = host_hardware_params().vector_lanes
 C = 2 * LANES  # channels both host block sizes divide
@@ -298,9 +298,7 @@ def test_layout_tuning_through_the_cli(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("ansor.cli.network.load_model", lambda *a, **k: g)
     log = tmp_path / "log.json"
     n_tasks = len(extract_layout_tasks(g)[0])
-    argv = ["network", "tune", "layout-net", "--layout-tuning", "--trials", str(2 * n_tasks),
-            "--per-round", "2", "--population", "16", "--remeasure-best", "1", "--log", str(log),
-            "--seed", "0", "--rounds", "0", "--verbose", "0"]
+    argv = tiny_tune_argv("layout-net", log, n_tasks, "--layout-tuning", "--verbose", "0")
     assert ansor_main(argv) == 0
     out = capsys.readouterr().out
     assert "group(s) blocked" in out and "layouts.jsonl" in out

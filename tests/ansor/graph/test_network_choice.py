@@ -25,7 +25,7 @@ from measure.target import host_hardware_params
 from sketch.init_population import sample_initial_population
 from sketch.search_params import SearchParams
 from sketch.sketch_rules import generate_sketches
-from tests.util import assert_network_matches
+from tests.util import assert_network_matches, tiny_tune_argv
 
 
 def pair_net():
@@ -118,9 +118,7 @@ def test_network_tune_fuse_pairs_with_winograd_through_the_cli(tmp_path, monkeyp
     variants = layout_variants(g, occurrences=plan.groups, blocked=False, winograd=True)
     n_tasks = len(variant_tasks(g, variants)[0]) + len(pair_tasks(g, pair_candidates(g, plan.groups))[0])
     log = tmp_path / "log.json"
-    argv = ["network", "tune", "pair", "--fuse-pairs", "--winograd", "--trials", str(2 * n_tasks),
-            "--per-round", "2", "--population", "16", "--remeasure-best", "1", "--log", str(log), "--seed", "0",
-            "--rounds", "0", "--no-export"]
+    argv = tiny_tune_argv("pair", log, n_tasks, "--fuse-pairs", "--winograd", "--no-export")
     assert ansor_main(argv) == 0
     out = capsys.readouterr().out
     assert "conv1x1+conv3x3 1x8x8x16" in out and "candidate(s) run as one kernel" in out

@@ -22,7 +22,7 @@ from measure.target import host_hardware_params
 from sketch.init_population import sample_initial_population
 from sketch.search_params import SearchParams
 from sketch.sketch_rules import generate_sketches
-from tests.util import assert_network_matches, graph_inputs
+from tests.util import assert_network_matches, graph_inputs, tiny_tune_argv
 
 
 def block_net(stride: int = 1, dw: int = 3):
@@ -198,9 +198,7 @@ def test_network_tune_fuse_pairs_through_the_cli(tmp_path, monkeypatch, capsys):
     log = tmp_path / "log.json"
     plan = plan_network(g)
     n_tasks = len(plan.tasks) + len(pair_tasks(g, pair_candidates(g, plan.groups))[0])
-    argv = ["network", "tune", "blocks", "--fuse-pairs", "--trials", str(2 * n_tasks), "--per-round", "2",
-            "--population", "16", "--remeasure-best", "1", "--log", str(log), "--seed", "0", "--rounds", "0",
-            "--no-export"]
+    argv = tiny_tune_argv("blocks", log, n_tasks, "--fuse-pairs", "--no-export")
     assert ansor_main(argv) == 0
     out = capsys.readouterr().out
     assert "conv1x1+dwconv3x3 2x13x11x24" in out and "candidate(s) run as one kernel" in out

@@ -29,7 +29,7 @@ from measure.target import host_hardware_params
 from sketch.init_population import sample_initial_population
 from sketch.search_params import SearchParams
 from sketch.sketch_rules import generate_sketches
-from tests.util import assert_network_matches
+from tests.util import assert_network_matches, tiny_tune_argv
 
 from .op_check import model_of
 
@@ -203,9 +203,7 @@ def test_network_tune_winograd_through_the_cli(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("ansor.cli.common.load_model", lambda *a, **k: g)
     log = tmp_path / "log.json"
     n_tasks = len(variant_tasks(g, layout_variants(g, blocked=False, winograd=True))[0])
-    argv = ["network", "tune", "wino-net", "--winograd", "--trials", str(2 * n_tasks), "--per-round", "2",
-            "--population", "16", "--remeasure-best", "1", "--log", str(log), "--seed", "0", "--rounds", "0",
-            "--no-export"]
+    argv = tiny_tune_argv("wino-net", log, n_tasks, "--winograd", "--no-export")
     assert ansor_main(argv) == 0
     out = capsys.readouterr().out
     assert "conv2d_winograd+add+relu 2x7x9x17 [winograd2]" in out and "Winograd; estimated" in out
