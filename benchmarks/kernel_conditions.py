@@ -120,7 +120,7 @@ def _time_tasks(tasks: list, states: list, ns: argparse.Namespace) -> dict[str, 
 def measure(ns: argparse.Namespace) -> dict:
     """Every figure of one network (see the module docstring), as a JSON-able dict."""
     from ansor.bench.timing import machine_info
-    from ansor.graph.executor import link
+    from ansor.graph.executor import link, plan_as_compiled
     from ansor.graph.plan import plan_network
     from ansor.graph.schedules import choose_schedules
     from ansor.records import best_records
@@ -128,6 +128,8 @@ def measure(ns: argparse.Namespace) -> dict:
 
     g = _graph(ns)
     plan = plan_network(g, layout_rewrite=not ns.no_layout_rewrite)
+    if not ns.nhwc:
+        plan = plan_as_compiled(plan, ns.log, verbose=True)
     tasks, weights = list(plan.tasks), list(plan.weights)
     recorded = best_records(ns.log, tasks) if ns.log else [None] * len(tasks)
     schedules = choose_schedules(plan, ns.log, verbose=False)
@@ -165,7 +167,7 @@ def measure(ns: argparse.Namespace) -> dict:
         return None if any(c is None for c in costs) else sum(r["weight"] * c for r, c in zip(rows, costs))
 
     return {"machine": machine_info(), "threads": num_threads(), "network": ns.network, "rounds": ns.rounds,
-            "log": ns.log, "layout_rewrite": not ns.no_layout_rewrite, "tasks": rows,
+            "log": ns.log, "layout_rewrite": not ns.no_layout_rewrite, "as_compiled": not ns.nhwc, "tasks": rows,
             "steps": prof, "output_error": error,
             "totals": {**{f"estimate_{m}": estimate(m) for m in MODES},
                        "in_network_tasks": sum(in_net.values()),
@@ -185,7 +187,8 @@ def markdown(rep: dict) -> str:
     m = rep["machine"]
     lines = [f"# {rep['network']}: kernels alone (warm, cold, network mode) and in the network",
              "", f"{m['cpu']} ({m['llvm_cpu']}), {rep['threads']} thread(s), {m['date']}; log "
-             f"{rep['log'] or '(none: untuned schedules)'}; layout rewrite {'on' if rep['layout_rewrite'] else 'off'}",
+             f"{rep['log'] or '(none: untuned schedules)'}; layout rewrite {'on' if rep['layout_rewrite'] else 'off'}; "
+             + ("pairs and layouts as compiled from the log" if rep.get("as_compiled") else "every group NHWC, no pair"),
              "", "| # | task | weight | log (ms) | warm (ms) | cold (ms) | network mode (ms) | "
              "in network (ms, all) | per occurrence (ms) | in network / warm | in network / cold | "
              "in network / network mode |",
@@ -206,6 +209,13 @@ def markdown(rep: dict) -> str:
                       ("in_network_steps", "every step in the network (profile)"),
                       ("network", "measured network latency (benchmark)")):
         lines.append(f"| {what} | {_ms(t.get(key))} | {_ratio(t['network'], t.get(key))} |")
+    rest = sorted((p for p in rep["steps"] if not p["task"]), key=lambda p: -p["seconds"])
+    if rest:  # the steps no task costs: layout transforms, reshapes, element-wise groups
+        lines += ["", f"Steps the estimate does not cost: {len(rest)}, {_ms(sum(p['seconds'] for p in rest))} ms "
+                  "in the network (the largest 12):", "", "| step | kind | in network (ms) |", "| --- | --- | ---: |"]
+        for p in rest[:12]:
+            lines.append(f"| {p['name'][:60]} | {'layout transform' if p['transform'] else 'no reduction'} "
+                         f"| {_ms(p['seconds'])} |")
     return "\n".join(lines)
 
 
@@ -218,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--no-layout-rewrite", action="store_true",
                     help="tasks and network without weight layout rewrite (a log tuned so)")
+    ap.add_argument("--nhwc", action="store_true",
+                    help="every group NHWC and no fused pair (default: as compile_network builds it from the log)")
     ap.add_argument("--threads", type=int, default=None, help="ANSOR_NUM_THREADS (default: as set)")
     ap.add_argument("--number", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=5)
