@@ -141,33 +141,55 @@ def plan_as_compiled(plan: NetworkPlan, log_file: str | os.PathLike | None, fuse
     return plan
 
 
+# Ops that only rename a row-major value: a group of these alone runs no kernel (``_run_order``).
+VIEW_OPS = frozenset({"reshape"})
+
+
+def _is_view(plan: NetworkPlan, i: int) -> bool:
+    """Whether occurrence ``i`` is a row-major reshape of one activation, read and written NHWC
+    (the value as typed): its output is then the same bytes as its input, a view, not a copy."""
+    o, graph = plan.occurrences[i], plan.graph
+    return (all(n.op in VIEW_OPS for n in o.group.nodes) and len(o.lowered.inputs) == 1
+            and isinstance(o.lowered.inputs[0], str) and o.lowered.inputs[0] not in graph.constants
+            and plan.layouts[i] == NHWC and plan.input_layouts[i][0] == NHWC)
+
+
 def _run_order(plan: NetworkPlan) -> tuple[list[tuple], dict[str, Any]]:
     """The run order: each occurrence, preceded by the layout transforms of its inputs (a value
     in another layout is the key ``(value, layout)``), then the transforms of blocked outputs.
     Items are ``("group", i, input keys)`` or ``("transform", TransformKey, src, dst key)``;
-    ``out_keys``: per graph output, the key of its NHWC value."""
+    ``out_keys``: per graph output, the key of its NHWC value. A reshape group (``_is_view``)
+    makes no item: its output's key is its input's, which its readers view in their shape
+    (BERT's token and head reshapes were copies of 0.1-0.2 ms each); a graph output keeps its
+    own buffer unless the reshaped value is an intermediate."""
     graph, occ, chosen, needs = plan.graph, plan.occurrences, plan.layouts, plan.input_layouts
     layout_of: dict[Any, str] = {n: NHWC for n in graph.inputs}
     for i, o in enumerate(occ):
         layout_of[o.group.output] = activation_layout(chosen[i])  # a Winograd group's is NHWC
     items: list[tuple] = []
     made: set[Any] = set()
+    same: dict[str, Any] = {}  # a reshape group's output -> the key of the buffer holding it
+    outputs = set(graph.outputs)
 
     def key_in(value: Any, layout: str | None) -> Any:
         if layout is None or not isinstance(value, str) or value in graph.constants:
             return value
         if layout_of[value] == layout:
-            return value
+            return same.get(value, value)
         k = (value, layout)
         if k not in made:
             t = graph.type_of(value)
             items.append(("transform", TransformKey(tuple(t.shape), str(t.dtype), layout_of[value], layout),
-                          value, k))
+                          same.get(value, value), k))
             made.add(k)
         return k
 
     for i, o in enumerate(occ):
-        items.append(("group", i, [key_in(v, lay) for v, lay in zip(o.lowered.inputs, needs[i])]))
+        keys = [key_in(v, lay) for v, lay in zip(o.lowered.inputs, needs[i])]
+        if _is_view(plan, i) and not (o.group.output in outputs and keys[0] in graph.inputs):
+            same[o.group.output] = keys[0]
+            continue
+        items.append(("group", i, keys))
     return items, {o: key_in(o, NHWC) for o in graph.outputs}
 
 
@@ -184,8 +206,8 @@ def link(plan: NetworkPlan, schedules: Sequence[Any]) -> NetworkModule:
     types: dict[Any, TensorType] = {**{n: graph.type_of(n) for n in graph.inputs},
                                     **{n.name: n.type for n in graph.nodes}}
     for it in items:
-        if it[0] == "transform":
-            types[it[3]] = types[it[2]]
+        if it[0] == "transform":  # its source may be a reshape's input: the type is the key's
+            types[it[3]] = TensorType(it[1].shape, it[1].dtype)
     specs: list[tuple] = []
     consts: dict[str, np.ndarray] = {}
     ids: dict[str, int] = {}

@@ -119,3 +119,30 @@ def test_load_module_rejects_other_files(tmp_path):
         ansor.load_module(tmp_path)
     with pytest.raises(FileNotFoundError, match="no module.json"):
         ansor.load_module(tmp_path / "nowhere")
+
+
+def test_reshape_groups_are_views_not_kernels(tmp_path):
+    """A reshape alone in a group runs no kernel: its readers view its input's buffer (of a graph
+    input, of an intermediate, through a transpose's reader); a reshaped graph output still
+    comes back as its own array, and the exported module agrees."""
+    rng = np.random.default_rng(2)
+    b = GraphBuilder("views")
+    x = b.input("x", (1, 8, 16))
+    t = b.reshape(x, (8, 16), name="tokens")  # a view of the input
+    h = b.dense(t, rng.standard_normal((16, 16)).astype(np.float32), name="proj")
+    heads = b.transpose(b.reshape(h, (8, 4, 4), name="split"), (1, 0, 2), name="heads")  # a real copy
+    s = b.softmax(b.reshape(heads, (4, 32), name="flat"), axis=1)  # a view of an intermediate
+    y = b.reshape(s, (1, 128), name="out")  # a graph output: its own buffer
+    z = b.reshape(h, (128,), name="h_flat")  # a second output viewing a live intermediate
+    g = b.build([y, z])
+    lib = _check(g)
+    names = [st.name for st in lib._steps]
+    assert "tokens" not in names and "flat" not in names and "h_flat" not in names, names
+    assert any("heads" in n for n in names) and "proj" in names
+    x0 = _inputs(g)
+    a = lib.run(x0)
+    assert not np.shares_memory(a["out"], a["h_flat"])
+    lib.export(tmp_path / "mod")
+    b2 = ansor.load_module(tmp_path / "mod").run(x0)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b2[k])
