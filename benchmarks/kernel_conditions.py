@@ -8,10 +8,11 @@ takes each task's schedule the compiled network uses (the log's best, ``choose_s
 reports per task:
 
 * ``weight``: the task's occurrences in the network;
-* ``warm`` / ``cold`` / ``network``: the kernel timed by the runner
-  (``LocalRunner(cache="warm"|"cold"|"network")``, ``measure.runner``: the same buffers every
-  call; every call on arguments no cache holds; the constants rotated over the task's network
-  footprint, the activations and the output one warm set);
+* ``warm`` / ``cold`` / ``network`` / ``handoff``: the kernel timed by the runner
+  (``LocalRunner(cache="warm"|"cold"|"network"|"handoff")``, ``measure.runner``: the same buffers
+  every call; every call on arguments no cache holds; the constants rotated over the task's
+  network footprint, the activations and the output one warm set; as network, the activations
+  written again before each call);
 * ``in network``: the kernel's calls timed inside the running network (``NetworkModule.profile``:
   the clock read between consecutive kernel calls, median over the inferences), summed over the
   task's occurrences, and per occurrence;
@@ -45,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 NETWORKS = ["mobilenet-v2", "resnet-18", "resnet-50", "bert-base-layer"]
-MODES = ("warm", "cold", "network")  # the runner's timing modes (``measure.runner``)
+MODES = ("warm", "cold", "network", "handoff")  # the runner's timing modes (``measure.runner``)
 
 
 def _graph(ns: argparse.Namespace) -> Any:
@@ -170,6 +171,8 @@ def measure(ns: argparse.Namespace) -> dict:
             "log": ns.log, "layout_rewrite": not ns.no_layout_rewrite, "as_compiled": not ns.nhwc, "tasks": rows,
             "steps": prof, "output_error": error,
             "totals": {**{f"estimate_{m}": estimate(m) for m in MODES},
+                       "estimate_recorded": None if any(r["recorded"] is None for r in rows)
+                       else sum(r["weight"] * r["recorded"]["seconds"] for r in rows),
                        "in_network_tasks": sum(in_net.values()),
                        "in_network_steps": sum(p["seconds"] for p in prof),
                        "network": bench["mean"], "executor_overhead": bench["overhead"]}}
@@ -189,27 +192,29 @@ def markdown(rep: dict) -> str:
              "", f"{m['cpu']} ({m['llvm_cpu']}), {rep['threads']} thread(s), {m['date']}; log "
              f"{rep['log'] or '(none: untuned schedules)'}; layout rewrite {'on' if rep['layout_rewrite'] else 'off'}; "
              + ("pairs and layouts as compiled from the log" if rep.get("as_compiled") else "every group NHWC, no pair"),
-             "", "| # | task | weight | log (ms) | warm (ms) | cold (ms) | network mode (ms) | "
+             "", "| # | task | weight | log (ms) | warm (ms) | cold (ms) | network mode (ms) | handoff (ms) | "
              "in network (ms, all) | per occurrence (ms) | in network / warm | in network / cold | "
-             "in network / network mode |",
-             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "in network / network mode | in network / handoff |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for i, r in enumerate(rep["tasks"]):
         per = None if r["in_network"] is None else r["in_network"] / r["weight"]
         rec = "-" if r["recorded"] is None else f"{_ms(r['recorded']['seconds'])} {r['recorded']['cache']}"
-        net = r.get("network")  # reports written before the mode have none
+        net, ho = r.get("network"), r.get("handoff")  # reports written before a mode have none
         lines.append(f"| {i} | {r['task'][:60]} | {r['weight']} | {rec} | {_ms(r['warm'])} | {_ms(r['cold'])} "
-                     f"| {_ms(net)} | {_ms(r['in_network'])} | {_ms(per)} | {_ratio(per, r['warm'])} "
-                     f"| {_ratio(per, r['cold'])} | {_ratio(per, net)} |")
+                     f"| {_ms(net)} | {_ms(ho)} | {_ms(r['in_network'])} | {_ms(per)} | {_ratio(per, r['warm'])} "
+                     f"| {_ratio(per, r['cold'])} | {_ratio(per, net)} | {_ratio(per, ho)} |")
     t = rep["totals"]
     lines += ["", "| total | ms | network / it |", "| --- | ---: | ---: |"]
     for key, what in (("estimate_warm", "estimate from warm costs (sum of weight x warm)"),
                       ("estimate_cold", "estimate from cold costs (sum of weight x cold)"),
                       ("estimate_network", "estimate from network-mode costs (sum of weight x network mode)"),
+                      ("estimate_handoff", "estimate from handoff-mode costs (sum of weight x handoff)"),
+                      ("estimate_recorded", "estimate from the log's records (sum of weight x record)"),
                       ("in_network_tasks", "tasks' kernels in the network (profile)"),
                       ("in_network_steps", "every step in the network (profile)"),
                       ("network", "measured network latency (benchmark)")):
         lines.append(f"| {what} | {_ms(t.get(key))} | {_ratio(t['network'], t.get(key))} |")
-    rest = sorted((p for p in rep["steps"] if not p["task"]), key=lambda p: -p["seconds"])
+    rest = sorted((p for p in rep.get("steps", []) if not p["task"]), key=lambda p: -p["seconds"])
     if rest:  # the steps no task costs: layout transforms, reshapes, element-wise groups
         lines += ["", f"Steps the estimate does not cost: {len(rest)}, {_ms(sum(p['seconds'] for p in rest))} ms "
                   "in the network (the largest 12):", "", "| step | kind | in network (ms) |", "| --- | --- | ---: |"]

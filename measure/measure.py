@@ -22,13 +22,15 @@ MAX_FLOAT = 1e10
 # How a runner times (``measure.runner``): every call on the same buffers (warm: what a kernel
 # costs alone, in a loop), every call on arguments not in any cache (cold: the kernels before it
 # evicted its weights and activations), or its constants rotated and its activations kept (network:
-# the input just written by the kernel before, the weights last read one inference ago). Costs of
-# one mode do not compare with another's.
-WARM, COLD, NETWORK = "warm", "cold", "network"
-CACHE_MODES = (WARM, COLD, NETWORK)
+# the input just written by the kernel before, the weights last read one inference ago), or as
+# network with the activations handed off: rewritten, outside the timed call, by the caller's
+# core before every call, as the kernel before it wrote them (handoff). Costs of one mode do not
+# compare with another's.
+WARM, COLD, NETWORK, HANDOFF = "warm", "cold", "network", "handoff"
+CACHE_MODES = (WARM, COLD, NETWORK, HANDOFF)
 # The order in which a log's records of a workload are preferred when none of the wanted mode
 # replays (``ansor.task_records.find_bests``): the most network-faithful first.
-CACHE_PREFERENCE = (NETWORK, COLD, WARM)
+CACHE_PREFERENCE = (HANDOFF, NETWORK, COLD, WARM)
 
 
 def check_cache_mode(name: str, value: object) -> str:

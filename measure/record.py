@@ -15,8 +15,8 @@ reading); records written before it existed have none and load as before, and re
 not know it ignore it. ``input.target`` is the toolchain that compiled and timed it: on a cluster
 every worker's identity is checked against it before the worker builds or measures.
 
-``result.cache`` (optional, ``"cold"`` or ``"network"``): timed on arguments no cache held, or
-with the constants rotated and the activations warm (``measure.runner``); absent, warm (as every
+``result.cache`` (optional, ``"cold"``, ``"network"`` or ``"handoff"``): timed on arguments no cache held, or
+with the constants rotated and the activations warm, or also handed off (``measure.runner``); absent, warm (as every
 record from before the modes). Readers that pick a best compare a mode's
 costs only with its own (``ansor.task_records.find_bests``, ``ansor.resume``).
 

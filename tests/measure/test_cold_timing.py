@@ -121,7 +121,7 @@ def test_the_mode_is_a_setting_a_remote_runner_ships(monkeypatch):
     finally:
         worker_side.close()
     assert LocalRunner().cache == WARM  # the single-kernel default
-    with pytest.raises(ValueError, match="LocalRunner cache must be one of 'warm', 'cold', 'network', got 'hot'"):
+    with pytest.raises(ValueError, match="LocalRunner cache must be one of 'warm', 'cold', 'network', 'handoff', got 'hot'"):
         LocalRunner(cache="hot")
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from measure import cluster_worker, target, timer
 from measure.builder import LocalBuilder
-from measure.measure import (COLD, NETWORK, WARM, MeasureErrorNo, MeasureInput, check_conditions,
+from measure.measure import (COLD, HANDOFF, NETWORK, WARM, MeasureErrorNo, MeasureInput, check_conditions,
                              network_conditions)
-from measure.runner import LocalRunner, _timer
+from measure.runner import LocalRunner, _timer, handed_off
 from tests.measure import faults as F
 from tests.measure.helpers import elementwise
 
@@ -117,3 +117,30 @@ def test_the_mode_and_the_conditions_reach_a_remote_runner(built, monkeypatch):
         assert "constants must be argument positions below 3" in bad.error_msg
     finally:
         cluster_worker._runner(settings, 60.0).close()
+
+
+def test_handoff_rewrites_the_activations_before_every_call_and_times_only_the_calls():
+    k, x, w, out = _add3()
+    ptrs = k.arg_pointers(x, w, out)
+    t, _ = _timer(k.address, ptrs, [x, w, out], HANDOFF, (1,), 3 * w.nbytes)
+    assert t.sets == 4  # the constants rotate as in network mode
+    calls = []
+
+    def kernel_timer(n):  # stands for the harness: sees the input as each call would
+        calls.append(x.copy())
+        x[:] = -1.0  # a kernel scribbling on its input: the next call must not see it
+        return 1e-6 * n
+    run = handed_off(kernel_timer, [x])
+    pristine = x.copy()
+    assert run(3) == pytest.approx(3e-6)  # only the calls' own seconds
+    assert len(calls) == 3 and all(np.array_equal(c, pristine) for c in calls)
+    assert handed_off(t, []) is t  # nothing to hand off: the harness as it is
+
+
+def test_handoff_mode_gives_the_same_verdicts_and_says_so(built):
+    inputs, results = built
+    with LocalRunner(check_correctness=True, cache=HANDOFF, **FAST) as runner:
+        res = runner.run(inputs, results)
+    assert [r.error_no for r in res] == [MeasureErrorNo.NO_ERROR, MeasureErrorNo.WRONG_ANSWER,
+                                         MeasureErrorNo.NO_ERROR]
+    assert all(r.cache == HANDOFF for r in res) and all(0 < c < 1 for c in res[0].costs)
