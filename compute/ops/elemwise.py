@@ -108,10 +108,39 @@ def transpose(x: Tensor, axes: Sequence[int] | None = None, name: str = "transpo
                       attrs={"axes": list(perm)})
 
 
+def _aligned_groups(src: tuple[int, ...], dst: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
+    """The finest pairing of ``src``'s and ``dst``'s non-unit dimensions into consecutive groups
+    of equal products (the row-major boundaries the two shapes share): ``(input dims, output
+    dims)`` per group. Both shapes hold the same number of elements."""
+    a = [d for d, n in enumerate(src) if n != 1]
+    b = [d for d, n in enumerate(dst) if n != 1]
+    groups: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(a):
+        ins, outs = [a[i]], [b[j]]
+        pa, pb = src[a[i]], dst[b[j]]
+        i, j = i + 1, j + 1
+        while pa != pb:
+            if pa < pb:
+                ins.append(a[i])
+                pa *= src[a[i]]
+                i += 1
+            else:
+                outs.append(b[j])
+                pb *= dst[b[j]]
+                j += 1
+        groups.append((ins, outs))
+    return groups
+
+
 def reshape(x: Tensor, newshape: int | Sequence[int], name: str = "reshape") -> Tensor:
     """The same elements in row-major order with a new shape; one extent may be -1 (inferred).
 
-    The output index is flattened and split again over the input shape with floordiv/floormod.
+    The dimensions pair up in groups of equal size (``_aligned_groups``: (128, 768) -> (128, 12,
+    64) is 128 -> 128 and 768 -> 12 x 64), and only within a group is the output index flattened
+    and split again over the input's dimensions with floordiv/floormod: a reshape that splits or
+    merges dimensions indexes its input affinely, so its loops vectorize and an inlined reshape
+    costs a reader no division.
     """
     check_tensor(x, "reshape")
     if isinstance(newshape, int) and not isinstance(newshape, bool):
@@ -140,17 +169,25 @@ def reshape(x: Tensor, newshape: int | Sequence[int], name: str = "reshape") -> 
     if -1 not in req and known != size:
         raise ValueError(f"reshape: cannot reshape {list(x.shape)} ({size} elements) into "
                          f"{list(req)} ({known} elements)")
-    in_strides = [1] * x.ndim
-    for d in range(x.ndim - 2, -1, -1):
-        in_strides[d] = in_strides[d + 1] * x.shape[d + 1]
+    groups = _aligned_groups(tuple(x.shape), shape)
 
     def body(*i: IterVar) -> Expr:
-        flat: Expr = i[0]
-        for d in range(1, len(shape)):
-            flat = flat * shape[d] + i[d]
-        # The outermost input index needs no modulo: flat // stride is already below its extent.
-        src = [flat // s if d == 0 else (flat // s) % n
-               for d, (s, n) in enumerate(zip(in_strides, x.shape))]
+        src: list[Expr | int] = [0] * x.ndim  # unit input dimensions stay 0
+        for ins, outs in groups:
+            flat: Expr | None = None  # the group's output index, row-major over its dimensions
+            for d in outs:
+                flat = i[d] if flat is None else flat * shape[d] + i[d]
+            assert flat is not None
+            if len(ins) == 1:
+                src[ins[0]] = flat
+                continue
+            stride = 1
+            for k in range(len(ins) - 1, -1, -1):
+                d = ins[k]
+                q = flat if stride == 1 else flat // stride
+                # The group's first input index needs no modulo: it is already below its extent.
+                src[d] = q if k == 0 else q % x.shape[d]
+                stride *= x.shape[d]
         return x[tuple(src)]
 
     return te.compute(shape, with_axis_names(body, axis_names(len(shape))), name=name, tag="injective")
