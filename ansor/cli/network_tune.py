@@ -124,8 +124,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if getattr(args, "layout_tuning", False) or getattr(args, "winograd", False):
         from ansor.graph.layout_tuning import layout_variants, variant_tasks  # noqa: PLC0415 - start-up time
 
-        # Every variant is tuned on the default objective, as if the network ran them all: the
-        # solver needs a good time for each layout, not only for the one fastest alone.
         variants = layout_variants(g, occurrences=plan.groups, blocked=getattr(args, "layout_tuning", False),
                                    winograd=getattr(args, "winograd", False))
         tasks, weights = variant_tasks(g, variants, layout_rewrite=rewrite)
@@ -139,6 +137,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
         candidates = pair_candidates(g, plan.groups)
         more, more_w = pair_tasks(g, candidates, layout_rewrite=rewrite)
         tasks, weights = tasks + more, weights + more_w
+    objective = None
+    if variants is not None or candidates:
+        # The network as it will be compiled, each group's fastest variant and each pair fused
+        # or not, made smooth (``network_objective``): not the sum of every alternative.
+        from ansor.graph.layout_tuning import variant_occurrence  # noqa: PLC0415 - start-up time
+        from ansor.graph.network_objective import objective_for  # noqa: PLC0415 - start-up time
+
+        group_keys = ([[variant_occurrence(v, k).dag.workload_key for k in range(len(v.layouts))]
+                       for v in variants] if variants is not None
+                      else [[o.dag.workload_key] for o in plan.groups])
+        objective = objective_for(tasks, group_keys, [(c.producer, c.consumer, c.occurrence.dag.workload_key)
+                                                      for c in candidates or ()])
     for task in tasks:  # the run's CPU (--target): candidates, records and the final compile
         task.target = args.target
     if tasks and args.cluster is None:  # measured here: before the log is made
@@ -165,7 +175,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             sched = TaskScheduler(tasks, weights, strategy=args.strategy, seed=args.seed,
                                   task_filter=flt, remeasure_best=args.remeasure_best,
                                   callbacks=[PrintTableInfo(), history], cost_model=model,
-                                  share_schedules=not getattr(args, "no_share_schedules", False))
+                                  share_schedules=not getattr(args, "no_share_schedules", False),
+                                  objective_func=objective)
             trials = DEFAULT_TRIALS if args.trials is None else args.trials
             per_round = DEFAULT_PER_ROUND if args.per_round is None else args.per_round
             opts = options.tuning_options(args, log=args.log, trials=trials, per_round=per_round,
@@ -191,9 +202,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     est = res.estimated_latency
     print("estimated latency: " + ("- (some task has no valid schedule)" if est is None
                                    else f"{est * 1e3:.3f} ms (sum of weight x best task latency timed {args.cache}"
-                                   + (" over every layout variant; the layout choice below estimates "
-                                      "the network)" if variants is not None
-                                      else " over the separate and the fused pairs' tasks)" if candidates
+                                   + (", each group's fastest variant and each pair fused where faster, "
+                                      "smoothed; layout transforms not counted)" if objective is not None
                                       else ")")))
     if res.interrupted:
         print(f"interrupted: run the same command again to resume from {args.log}")
