@@ -19,7 +19,6 @@ Usage (a quiet machine):
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -93,10 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None)
     ns = ap.parse_args(argv)
     rep = measure(ns)
-    print(markdown(rep), flush=True)
-    if ns.json:
-        with open(ns.json, "w") as f:
-            json.dump(rep, f, indent=1)
+    from ansor.bench.report import emit  # noqa: PLC0415 - lazy, as the script's other imports
+
+    emit(rep, markdown(rep), ns.json)
     return 0
 
 

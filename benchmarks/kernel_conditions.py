@@ -36,7 +36,6 @@ table then says how many tasks had a record).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -248,10 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     if ns.threads is not None:
         os.environ["ANSOR_NUM_THREADS"] = str(ns.threads)  # before any kernel loads
     rep = measure(ns)
-    print(markdown(rep), flush=True)
-    if ns.json:
-        with open(ns.json, "w") as f:
-            json.dump(rep, f, indent=1)
+    from ansor.bench.report import emit  # noqa: PLC0415 - lazy, as the script's other imports
+
+    emit(rep, markdown(rep), ns.json)
     return 0
 
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import json
 import os
 import signal
 import statistics
@@ -464,10 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, before)
     report["seconds"] = time.perf_counter() - t0
-    print(render(report), flush=True)
-    if ns.json:
-        with open(ns.json, "w") as f:
-            json.dump(report, f, indent=1)
+    from ansor.bench.report import emit  # noqa: PLC0415 - lazy, as the script's other imports
+
+    emit(report, render(report), ns.json)
     return 0
 
 

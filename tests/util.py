@@ -76,3 +76,15 @@ def tiny_tune_argv(model: str, log, n_tasks: int, *flags: str) -> list[str]:
     16-state population, single measurements trusted, seed 0, no closing comparison."""
     return ["network", "tune", model, *flags, "--trials", str(2 * n_tasks), "--per-round", "2",
             "--population", "16", "--remeasure-best", "1", "--log", str(log), "--seed", "0", "--rounds", "0"]
+
+
+def benchmark_module(name: str):
+    """The script ``benchmarks/<name>.py`` imported by path (``benchmarks/`` is not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -3,6 +3,8 @@ curve (PNG, with matplotlib when it is installed).
 """
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 from .workloads import SYSTEM_LABELS
@@ -24,6 +26,15 @@ def write_markdown(path, lines) -> str:
     path.write_text(md)
     print(md)
     return md
+
+
+def emit(report: dict, text: str, json_path: str | os.PathLike | None) -> None:
+    """A benchmark script's ending: ``text`` (its table) on stdout and, if ``json_path``, every
+    figure of ``report`` written there as JSON."""
+    print(text, flush=True)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(report, f, indent=1)
 
 
 def _fmt_figure(entry: dict, unit: str) -> str:

@@ -18,6 +18,7 @@ from ansor.bench import timing
 from ansor.cli import main as ansor_main
 from compute import reference
 from compute.ops import WORKLOADS
+from tests.util import benchmark_module
 
 PEER_WORKLOADS = ["matmul", "batch_matmul", "conv2d_nhwc", "conv2d_bias_relu",
                   "depthwise_conv2d_nhwc", "dense", "dense_bias_relu", "softmax", "layer_norm"]
@@ -228,20 +229,10 @@ def test_tvm_peer_reports_unavailable_instead_of_failing(monkeypatch) -> None:
 
 # ---- benchmarks/inspect_best.py: the first look at a slow kernel ----------------------------------
 
-def _benchmark_module(name: str):
-    """A script of ``benchmarks/`` imported as a module (it is not a package)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _inspect_module():
-    return _benchmark_module("inspect_best")
+    return benchmark_module("inspect_best")
 
 
 def test_inspect_best_counts_instruction_classes_and_finds_the_fma_loop() -> None:
@@ -295,7 +286,7 @@ def test_inspect_best_names_a_missing_or_empty_log(tmp_path, capsys) -> None:
 # ---- benchmarks/search_ablation.py: default search against SearchParams overrides ------------------
 
 def test_search_ablation_parses_variants_by_field_type() -> None:
-    parse = _benchmark_module("search_ablation").parse_variant
+    parse = benchmark_module("search_ablation").parse_variant
     assert parse("pack_inputs=false,imperfect_split_prob=0.5,population_size=64") == {
         "pack_inputs": False, "imperfect_split_prob": 0.5, "population_size": 64}
     for bad, why in [("packs=false", "no field 'packs'"), ("pack_inputs=maybe", "true or false"),
@@ -314,7 +305,7 @@ def test_peak_flops_chains_live_in_registers(cpu, lanes, registers):
     ceiling; the chain count now follows the register file, and the loop has no stack access."""
     import llvmlite.binding as llvm
 
-    pf = _benchmark_module("peak_flops")
+    pf = benchmark_module("peak_flops")
     chains = pf.chains_for(registers)
     assert chains == registers - pf.SPARE_REGISTERS and chains >= 8
 

@@ -2,20 +2,15 @@
 gives each against the reference and the median of each group of logs."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.util import benchmark_module
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("few_trials", ROOT / "benchmarks" / "few_trials.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_module("few_trials")
 
 
 def test_the_table_groups_the_logs_against_the_reference():

@@ -3,20 +3,15 @@ task with its weight, warm, cold, network-mode and in-network times, and the tot
 the JSON (a report written before network mode still renders)."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.util import benchmark_module
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("kernel_conditions", ROOT / "benchmarks" / "kernel_conditions.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_module("kernel_conditions")
 
 
 @pytest.mark.slow

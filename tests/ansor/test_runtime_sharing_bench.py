@@ -3,7 +3,6 @@ shares with ``search_round.py``: one tiny round of every part on this tree throu
 (every figure in the JSON, positive), the niced neighbour gone on every exit, and one-line errors."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -12,15 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.util import benchmark_module
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _module(name: str):
     """A script of ``benchmarks/`` imported by path (it is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_module(name)
 
 
 def _tiny_onnx(path: Path) -> str:

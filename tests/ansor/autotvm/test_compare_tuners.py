@@ -2,11 +2,12 @@
 (slow) a tiny end-to-end run of every method."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from tests.util import benchmark_module
 
 import ansor
 from ansor import autotvm
@@ -16,10 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("compare_tuners", ROOT / "benchmarks" / "compare_tuners.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_module("compare_tuners")
 
 
 def test_checkpoints_and_table(bench):
