@@ -92,13 +92,14 @@ def built():
         return inputs, b.build(inputs)
 
 
-def test_network_mode_gives_the_same_verdicts_and_says_so_in_every_result(built):
+@pytest.mark.parametrize("mode", [NETWORK, HANDOFF])
+def test_network_modes_give_the_same_verdicts_and_say_so_in_every_result(built, mode):
     inputs, results = built
-    with LocalRunner(check_correctness=True, cache=NETWORK, **FAST) as runner:
+    with LocalRunner(check_correctness=True, cache=mode, **FAST) as runner:
         res = runner.run(inputs, results)
     assert [r.error_no for r in res] == [MeasureErrorNo.NO_ERROR, MeasureErrorNo.WRONG_ANSWER,
                                          MeasureErrorNo.NO_ERROR]
-    assert all(r.cache == NETWORK for r in res)
+    assert all(r.cache == mode for r in res) and all(0 < c < 1 for c in res[0].costs)
 
 
 def test_the_mode_and_the_conditions_reach_a_remote_runner(built, monkeypatch):
@@ -135,12 +136,3 @@ def test_handoff_rewrites_the_activations_before_every_call_and_times_only_the_c
     assert run(3) == pytest.approx(3e-6)  # only the calls' own seconds
     assert len(calls) == 3 and all(np.array_equal(c, pristine) for c in calls)
     assert handed_off(t, []) is t  # nothing to hand off: the harness as it is
-
-
-def test_handoff_mode_gives_the_same_verdicts_and_says_so(built):
-    inputs, results = built
-    with LocalRunner(check_correctness=True, cache=HANDOFF, **FAST) as runner:
-        res = runner.run(inputs, results)
-    assert [r.error_no for r in res] == [MeasureErrorNo.NO_ERROR, MeasureErrorNo.WRONG_ANSWER,
-                                         MeasureErrorNo.NO_ERROR]
-    assert all(r.cache == HANDOFF for r in res) and all(0 < c < 1 for c in res[0].costs)
