@@ -44,7 +44,7 @@ from .layout_tuning import TransformKey, chosen_layouts, transform_state
 from .layouts import NHWC, activation_layout
 from .memory_plan import check_graph_memory, plan_buffers
 from .module_target import check_module_cpu
-from .plan import NetworkPlan, plan_network
+from .plan import NetworkPlan, is_view, plan_network
 from .schedules import UNTUNED_MODES, choose_schedules
 from .tasks import constant_positions
 from .two_anchor import resolve_pairs
@@ -141,24 +141,11 @@ def plan_as_compiled(plan: NetworkPlan, log_file: str | os.PathLike | None, fuse
     return plan
 
 
-# Ops that only rename a row-major value: a group of these alone runs no kernel (``_run_order``).
-VIEW_OPS = frozenset({"reshape"})
-
-
-def _is_view(plan: NetworkPlan, i: int) -> bool:
-    """Whether occurrence ``i`` is a row-major reshape of one activation, read and written NHWC
-    (the value as typed): its output is then the same bytes as its input, a view, not a copy."""
-    o, graph = plan.occurrences[i], plan.graph
-    return (all(n.op in VIEW_OPS for n in o.group.nodes) and len(o.lowered.inputs) == 1
-            and isinstance(o.lowered.inputs[0], str) and o.lowered.inputs[0] not in graph.constants
-            and plan.layouts[i] == NHWC and plan.input_layouts[i][0] == NHWC)
-
-
 def _run_order(plan: NetworkPlan) -> tuple[list[tuple], dict[str, Any]]:
     """The run order: each occurrence, preceded by the layout transforms of its inputs (a value
     in another layout is the key ``(value, layout)``), then the transforms of blocked outputs.
     Items are ``("group", i, input keys)`` or ``("transform", TransformKey, src, dst key)``;
-    ``out_keys``: per graph output, the key of its NHWC value. A reshape group (``_is_view``)
+    ``out_keys``: per graph output, the key of its NHWC value. A reshape group (``plan.is_view``)
     makes no item: its output's key is its input's, which its readers view in their shape
     (BERT's token and head reshapes were copies of 0.1-0.2 ms each); a graph output keeps its
     own buffer unless the reshaped value is an intermediate."""
@@ -186,7 +173,7 @@ def _run_order(plan: NetworkPlan) -> tuple[list[tuple], dict[str, Any]]:
 
     for i, o in enumerate(occ):
         keys = [key_in(v, lay) for v, lay in zip(o.lowered.inputs, needs[i])]
-        if _is_view(plan, i) and not (o.group.output in outputs and keys[0] in graph.inputs):
+        if is_view(plan, i) and not (o.group.output in outputs and keys[0] in graph.inputs):
             same[o.group.output] = keys[0]
             continue
         items.append(("group", i, keys))

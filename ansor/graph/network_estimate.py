@@ -17,14 +17,15 @@ import os
 from dataclasses import dataclass
 
 from ..records import best_records
-from .plan import NetworkPlan
+from .plan import NetworkPlan, is_view
 
 
 @dataclass(frozen=True)
 class NetworkEstimate:
     """``seconds``: the sum of the costed kernels (None when a task has no record);
     ``kernels``: occurrences that are tasks; ``missing``: task descriptions without a record;
-    ``uncosted``: occurrences that are not tasks (element-wise only, their time not counted);
+    ``uncosted``: occurrences that are not tasks and run a kernel (element-wise only, their time
+    not counted; a reshape alone is a view and runs none);
     ``modes``: timing mode of the records used -> occurrences costed with it."""
 
     seconds: float | None
@@ -64,5 +65,6 @@ def estimate_network(plan: NetworkPlan, log_file: str | os.PathLike) -> NetworkE
         mode = best[1].cache or "warm"
         modes[mode] = modes.get(mode, 0) + 1
     kernels = len(plan.task_of)
+    views = sum(1 for i in range(len(plan.occurrences)) if i not in plan.task_of and is_view(plan, i))
     return NetworkEstimate(None if missing else total, kernels, tuple(missing),
-                           len(plan.occurrences) - kernels, modes)
+                           len(plan.occurrences) - kernels - views, modes)

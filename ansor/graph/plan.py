@@ -99,3 +99,16 @@ def extract_tasks(graph: Graph, include_simple: bool = False,
         raise TypeError(f"extract_tasks takes an ansor.graph.Graph, got {type(graph).__name__}")
     plan = plan_network(graph, layout_rewrite, include_simple=include_simple, max_depth=max_depth)
     return list(plan.tasks), list(plan.weights)
+
+
+# Ops that only rename a row-major value: a group of these alone runs no kernel (``executor``).
+VIEW_OPS = frozenset({"reshape"})
+
+
+def is_view(plan: NetworkPlan, i: int) -> bool:
+    """Whether occurrence ``i`` is a row-major reshape of one activation, read and written NHWC
+    (the value as typed): its output is then the same bytes as its input, a view, not a copy."""
+    o, graph = plan.occurrences[i], plan.graph
+    return (all(n.op in VIEW_OPS for n in o.group.nodes) and len(o.lowered.inputs) == 1
+            and isinstance(o.lowered.inputs[0], str) and o.lowered.inputs[0] not in graph.constants
+            and plan.layouts[i] == NHWC and plan.input_layouts[i][0] == NHWC)

@@ -146,3 +146,20 @@ def test_reshape_groups_are_views_not_kernels(tmp_path):
     b2 = ansor.load_module(tmp_path / "mod").run(x0)
     for k in a:
         np.testing.assert_array_equal(a[k], b2[k])
+
+
+def test_a_view_is_neither_a_kernel_nor_an_uncosted_step(tmp_path):
+    from ansor.graph.network_estimate import estimate_network
+    from ansor.graph.plan import is_view, plan_network
+
+    b = GraphBuilder("views2")
+    x = b.input("x", (1, 8, 16))
+    h = b.dense(b.reshape(x, (8, 16), name="tokens"), np.eye(16, dtype=np.float32), name="proj")
+    g = b.build(b.relu(b.transpose(h, (1, 0), name="t"), name="r"))
+    plan = plan_network(g)
+    views = [o.group.name for i, o in enumerate(plan.occurrences) if is_view(plan, i)]
+    assert views == ["tokens"]
+    log = tmp_path / "empty.json"
+    log.write_text("")
+    est = estimate_network(plan, log)
+    assert est.kernels == 1 and est.uncosted == 1  # the transpose+relu runs a kernel; the view none
