@@ -331,13 +331,16 @@ class TaskScheduler(BestConfirmation):
         return result
 
     def _per_round(self, n_tasks: int) -> int:
-        """min(num_measures_per_round, budget // tasks), at least 1; with no budget (a run that
-        only restores) the options' round size, which counts the restored rounds."""
+        """min(num_measures_per_round, budget // (2 x tasks)), at least 1: the warm-up round of
+        every task takes at most half the budget, and the rest goes where the strategy sends it
+        (at 10 trials per task, rounds of 10 spent all of it on the warm-up, as many on a task
+        that is 0.1% of the network as on one that is 20%); with no budget (a run that only
+        restores) the options' round size, which counts the restored rounds."""
         opts = self.options
         assert opts is not None
         if opts.num_measure_trials == 0:
             return opts.num_measures_per_round
-        return max(1, min(opts.num_measures_per_round, opts.num_measure_trials // n_tasks))
+        return max(1, min(opts.num_measures_per_round, opts.num_measure_trials // (2 * n_tasks)))
 
     def _run(self, log_path: str | None) -> str:
         stop = self._tune_rounds(log_path)

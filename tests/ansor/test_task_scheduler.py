@@ -157,18 +157,24 @@ def test_round_robin_order_and_budget():
     order = Order()
     runner = FakeRunner()
     s = TaskScheduler(small_tasks(), strategy="round-robin", remeasure_best=1, callbacks=[order])
-    r = s.tune(options(44, per_round=8, runner=runner))
-    assert order.picks == [0, 1, 2, 0, 1, 2]
-    # 44 // 3 = 14 >= 8: 8 per round, the last round cut to the 4 trials left
-    assert r.trials == 44 == len(runner.measured) == len(set(runner.measured))
-    assert r.task_trials == [16, 16, 12] and r.stop_reason == "trial budget reached"
+    r = s.tune(options(52, per_round=8, runner=runner))
+    assert order.picks == [0, 1, 2, 0, 1, 2, 0]
+    # 52 // (2 x 3) = 8 >= 8: 8 per round, the last round cut to the 4 trials left
+    assert r.trials == 52 == len(runner.measured) == len(set(runner.measured))
+    assert r.task_trials == [20, 16, 16] and r.stop_reason == "trial budget reached"
 
 
-def test_per_round_is_capped_by_budget_over_tasks():
+def test_per_round_is_capped_by_half_the_budget_over_tasks():
+    # the warm-up round of every task takes at most half the budget: 12 // (2 x 3) = 2
     runner = FakeRunner()
     s = TaskScheduler(small_tasks(), strategy="round-robin", callbacks=[])
     r = s.tune(options(12, per_round=64, runner=runner))
-    assert s.per_round == 4 and r.task_trials == [4, 4, 4] and r.trials == 12
+    assert s.per_round == 2 and r.task_trials == [4, 4, 4] and r.trials == 12
+    order = Order()
+    g = TaskScheduler(small_tasks(), objective_func=lambda c: c[2], callbacks=[order])
+    r = g.tune(options(30, per_round=64, runner=FakeRunner()))
+    assert g.per_round == 5 and order.picks[:3] == [0, 1, 2] and set(order.picks[3:]) == {2}
+    assert r.task_trials == [5, 5, 20]  # the half after the warm-up: where the gradient points
 
 
 def test_task_filter_by_pattern(capsys):
@@ -203,26 +209,26 @@ def test_progress_table_and_history_file(tmp_path, capsys):
     log = tmp_path / "net.json"
     hist = tmp_path / "net.json.latency.tsv"
     s = TaskScheduler(small_tasks(), callbacks=[PrintTableInfo(), LogEstimatedLatency(hist)])
-    r = s.tune(options(32, per_round=8, log=log, verbose=1))
+    r = s.tune(options(48, per_round=8, log=log, verbose=1))
     out = capsys.readouterr().out
     assert "| ID | task               | latency (ms) | GFLOPS | trials |" in out
     assert "| 0  | matmul(16, 16, 16) |" in out
-    assert "estimated total latency: - (3 task(s) without a valid schedule) | trials: 0/32" in out
-    assert "trials: 32/32 | bests re-measured: " in out and "| elapsed: " in out
+    assert "estimated total latency: - (3 task(s) without a valid schedule) | trials: 0/48" in out
+    assert "trials: 48/48 | bests re-measured: " in out and "| elapsed: " in out
     assert "| next task: " in out and "ETA: " in out
     assert out.rstrip().endswith("tuning finished: trial budget reached")
     rows = read_latency_history(hist)
-    assert [int(x["round"]) for x in rows] == [1, 2, 3, 4]
-    assert [int(x["trials"]) for x in rows] == [8, 16, 24, 32]
+    assert [int(x["round"]) for x in rows] == [1, 2, 3, 4, 5, 6]
+    assert [int(x["trials"]) for x in rows] == [8, 16, 24, 32, 40, 48]
     assert [x["estimated_latency_ms"] != x["estimated_latency_ms"] for x in rows] == \
-        [True, True, False, False]  # nan until every task has a cost
+        [True, True, False, False, False, False]  # nan until every task has a cost
     assert rows[-1]["estimated_latency_ms"] == pytest.approx(r.estimated_latency * 1e3, rel=1e-5)
     # A resumed run continues the history's round count.
     s = TaskScheduler(small_tasks(), callbacks=[LogEstimatedLatency(hist)])
-    r2 = s.tune(options(24, per_round=8, log=log))
+    r2 = s.tune(options(48, per_round=8, log=log))
     rows = read_latency_history(hist)
-    assert r2.rounds == 3 and [int(x["round"]) for x in rows] == [1, 2, 3, 4, 5, 6, 7]
-    assert int(rows[-1]["trials"]) == 56
+    assert r2.rounds == 6 and [int(x["round"]) for x in rows] == list(range(1, 13))
+    assert int(rows[-1]["trials"]) == 96
     assert all(a["elapsed_s"] <= b["elapsed_s"] for a, b in zip(rows, rows[1:]))
     bad = tmp_path / "other.tsv"
     bad.write_text("hello\n")
@@ -421,9 +427,9 @@ def test_measure_untuned_first_off_leaves_the_policy_candidates_as_they_were(tmp
 
     on, off = tmp_path / "on.json", tmp_path / "off.json"
     TaskScheduler(small_tasks(), strategy="round-robin", callbacks=[]).tune(
-        options(12, per_round=4, log=on))
+        options(24, per_round=4, log=on))
     TaskScheduler(small_tasks(), strategy="round-robin", callbacks=[]).tune(
-        options(12, per_round=4, log=off, measure_untuned_first=False))
+        options(24, per_round=4, log=off, measure_untuned_first=False))
     t = small_tasks()[0]
     first_on = [steps for wk, steps in log_keys(on) if wk == t.workload_key]
     first_off = [steps for wk, steps in log_keys(off) if wk == t.workload_key]
@@ -514,7 +520,7 @@ def test_similar_tasks_lend_their_best_schedules(monkeypatch):
     assert s.borrowed(2) == []  # enough of its own
     offered.clear()
     off = TaskScheduler(small_tasks(), strategy="round-robin", callbacks=[], share_schedules=False)
-    off.tune(options(12, per_round=4))
-    assert [n for _, n in offered] == [0, 0, 0]
+    off.tune(options(24, per_round=4))
+    assert [n for _, n in offered] == [0] * 6
     with pytest.raises(TypeError, match="share_schedules must be True or False"):
         TaskScheduler(small_tasks(), share_schedules=1)
