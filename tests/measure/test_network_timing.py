@@ -12,7 +12,8 @@ from measure import cluster_worker, target, timer
 from measure.builder import LocalBuilder
 from measure.measure import (COLD, HANDOFF, NETWORK, WARM, MeasureErrorNo, MeasureInput, check_conditions,
                              network_conditions)
-from measure.runner import LocalRunner, _timer, handed_off
+from measure.runner import LocalRunner
+from measure.timing_modes import handed_off, mode_timer as _timer
 from tests.measure import faults as F
 from tests.measure.helpers import elementwise
 
