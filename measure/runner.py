@@ -45,9 +45,9 @@ from .builder import progress_mark
 from .checks import (MAX_REPEAT, MAX_TIMEOUT_S, check_count, check_memory_limit_gb,
                      check_nonnegative, check_seconds)
 from .host import this_host
-from .timing_modes import handed_off, mode_timer
 from .measure import (HANDOFF, MAX_FLOAT, WARM, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult,
                       check_cache_mode, check_conditions, network_conditions)
+from .timing_modes import handed_off, mode_timer
 from .worker_pool import CRASH, OK, TIMEOUT, WorkerPool
 
 INPUT_SEED = 0
