@@ -42,7 +42,7 @@ from .ir import Graph, GraphError, TensorType
 from .ir_types import BOUNDARY_DTYPES
 from .layout_tuning import TransformKey, chosen_layouts, transform_state
 from .layouts import NHWC, activation_layout
-from .memory_plan import check_graph_memory, plan_buffers
+from .memory_plan import buffer_sizes, check_graph_memory, plan_buffers
 from .module_target import check_module_cpu
 from .plan import NetworkPlan, is_view, plan_network
 from .schedules import UNTUNED_MODES, choose_schedules
@@ -210,9 +210,7 @@ def link(plan: NetworkPlan, schedules: Sequence[Any]) -> NetworkModule:
             order.append((it[3], [it[2]]))
     planned = plan_buffers(order, types, set(out_keys.values()) | set(graph.inputs))
     base = len(specs)
-    sizes: dict[int, tuple[int, str]] = {}
-    for value, bid in planned.items():
-        sizes.setdefault(bid, (types[value].size, types[value].dtype))
+    sizes = buffer_sizes(planned, types)
     for bid in range(len(sizes)):
         specs.append(("alloc", *sizes[bid]))
 
