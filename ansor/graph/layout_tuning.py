@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,13 +54,13 @@ from sketch.hardware import HardwareParams
 
 from ..records import best_record
 from ..search_task import SearchTask
-from .ir import Graph, GraphError
+from .ir import Graph, GraphError, display_name
 from .layout_sidecar import TransformKey, append_entries, read_sidecar, sidecar_path, write_transform_costs
 from .layout_solver import LayoutProblem, LayoutSolution, solve
 from .layouts import (NHWC, LayoutCandidates, LayoutError, LayoutLowered, activation_layout, candidate_layouts,
                       lower_group_in_layout, transform_tensors, why_not)
 from ..untuned import untuned_schedule
-from .tasks import GraphTask, Occurrence, has_reduction, lower_groups, tasks_from_groups
+from .tasks import GraphTask, Occurrence, has_reduction, is_view_group, lower_groups, tasks_from_groups
 
 
 @dataclass(frozen=True)
@@ -87,14 +88,31 @@ class LayoutChoice:
     group_costs: tuple[tuple[float, ...], ...]
 
 
-def network_key(occurrences: Sequence[Occurrence]) -> str:
-    """Identity of a network for its chosen layouts: a hash of its fused groups' NHWC workload
-    keys in execution order (names play no part)."""
+def network_key(occurrences: Sequence[Occurrence], legacy: bool = False) -> str:
+    """Identity of a network for its chosen layouts and pairs: a hash of its fused groups' NHWC
+    workload keys in execution order (names play no part). A group of view ops only (a reshape)
+    counts by its output type: it runs no kernel, and how the op is written (its workload key)
+    must not lose the choices recorded for a network (a change to the reshape op once made
+    ResNet-50 compile direct-only from a log whose choice was Winograd). ``legacy``: the key as
+    written before (every group by its workload key), still read (``find_choice``)."""
     h = hashlib.sha256()
     for o in occurrences:
-        h.update(o.dag.workload_key.encode())
+        if is_view_group(o) and not legacy:
+            t = o.group.nodes[-1].type
+            h.update(f"view{tuple(t.shape)}{t.dtype}".encode())
+        else:
+            h.update(o.dag.workload_key.encode())
         h.update(b";")
     return h.hexdigest()[:32]
+
+
+def find_choice(choices: dict, occurrences: Sequence[Occurrence]) -> Any:
+    """``choices[network key]`` for this network, under its key or its legacy key; None if absent."""
+    for legacy in (False, True):
+        found = choices.get(network_key(occurrences, legacy))
+        if found is not None:
+            return found
+    return None
 
 
 # ---------------------------------------------------------------- variants and tasks
@@ -341,5 +359,13 @@ def chosen_layouts(graph: Graph, log_file: str | os.PathLike,
     occ = list(occurrences) if occurrences is not None else lower_groups(graph)
     side = sidecar_path(log_file)
     _, choices = read_sidecar(side)
-    found = choices.get(network_key(occ))
+    found = find_choice(choices, occ)
+    if found is None and choices:
+        # Layouts (Winograd...) were chosen beside this log, but for another network: the groups
+        # differ (another graph, or ops whose definition changed since). Running NHWC direct
+        # convolutions silently would lose what the tuning found.
+        warnings.warn(f"{side}: its {len(choices)} recorded layout choice(s) are for another network "
+                      f"than {display_name(graph.name)} (its fused groups differ); compiling NHWC without "
+                      "Winograd. Choose again from the same log: 'ansor network tune MODEL --log LOG "
+                      "--trials 0' with the flags of the tuning run", RuntimeWarning, stacklevel=3)
     return None if found is None else check_layouts(graph, occ, found[0], f"{side}:{found[1]}")

@@ -21,7 +21,7 @@ from .fuse import DEFAULT_MAX_DEPTH
 from .ir import Graph
 from .layout_tuning import check_layouts
 from .layouts import NHWC, lower_group_in_layout
-from .tasks import GraphTask, Occurrence, lower_groups, tasks_from_groups
+from .tasks import VIEW_OPS, GraphTask, Occurrence, lower_groups, tasks_from_groups
 from .two_anchor import PairCandidate, fuse_pairs
 
 
@@ -99,10 +99,6 @@ def extract_tasks(graph: Graph, include_simple: bool = False,
         raise TypeError(f"extract_tasks takes an ansor.graph.Graph, got {type(graph).__name__}")
     plan = plan_network(graph, layout_rewrite, include_simple=include_simple, max_depth=max_depth)
     return list(plan.tasks), list(plan.weights)
-
-
-# Ops that only rename a row-major value: a group of these alone runs no kernel (``executor``).
-VIEW_OPS = frozenset({"reshape"})
 
 
 def is_view(plan: NetworkPlan, i: int) -> bool:

@@ -65,6 +65,15 @@ class Occurrence:
     dag: ComputeDAG
 
 
+# Ops that only rename a row-major value: a group of these alone runs no kernel (``executor``).
+VIEW_OPS = frozenset({"reshape"})
+
+
+def is_view_group(o: Occurrence) -> bool:
+    """Whether the group holds only view ops (``VIEW_OPS``), whatever its layouts."""
+    return all(n.op in VIEW_OPS for n in o.group.nodes)
+
+
 def has_reduction(dag: ComputeDAG) -> bool:
     """Whether any stage of ``dag`` reduces (what makes a subgraph worth tuning)."""
     return any(isinstance(op, ComputeOp) and op.reduce_axes for op in dag.ops)

@@ -34,7 +34,7 @@ from ..records import best_records
 from .fuse import PATTERN_LEVEL, FusedGroup, node_pattern_of
 from .ir import Graph, GraphError, Node
 from .layout_sidecar import read_pair_choices, sidecar_path
-from .layout_tuning import network_key
+from .layout_tuning import find_choice
 from .tasks import GraphTask, Occurrence, tasks_from_groups
 from .te_ops import lower_group
 
@@ -216,11 +216,11 @@ FUSE_PAIRS_MODES = ("auto", "all")
 
 def recorded_pairs(occurrences: Sequence[Occurrence], candidates: Sequence[PairCandidate],
                    log_file: str | os.PathLike) -> list[PairCandidate] | None:
-    """The pairs last recorded for this network (its groups' ``network_key``) in ``log_file``'s
-    sidecar, as candidates, or None when none is recorded; ``GraphError`` naming the file and
+    """The pairs last recorded for this network (``find_choice``) in ``log_file``'s sidecar, as
+    candidates, or None when none is recorded; ``GraphError`` naming the file and
     line for a recorded pair that is not a candidate of this network."""
     side = sidecar_path(log_file)
-    found = read_pair_choices(side).get(network_key(occurrences))
+    found = find_choice(read_pair_choices(side), occurrences)
     if found is None:
         return None
     by_pair = {(c.producer, c.consumer): c for c in candidates}

@@ -349,3 +349,36 @@ def test_transform_costs_are_kept_per_cache_mode(tmp_path):
     path.write_text(json.dumps(bad) + "\n")
     with pytest.raises(LayoutFileError, match="'cache' must be one of"):
         read_sidecar(path)
+
+
+def test_the_network_key_ignores_how_a_view_is_written_and_reads_the_legacy_key(tmp_path):
+    """A reshape runs no kernel: a change to its op's definition (its workload key) must not
+    lose the layouts chosen for a network (it once made ResNet-50 compile direct-only). Choices
+    written under the old key are still read; a sidecar whose choices are all for another
+    network is said, not silently ignored."""
+    import dataclasses
+    import warnings
+
+    from ansor.graph.layout_tuning import network_key
+
+    g = ansor.networks.get("resnet-18", image_size=32)
+    occ = lower_groups(g)
+    views = [i for i, o in enumerate(occ) if all(n.op == "reshape" for n in o.group.nodes)]
+    assert views, "resnet-18 flattens before its classifier"
+    changed = list(occ)
+    changed[views[0]] = dataclasses.replace(occ[views[0]], dag=occ[0].dag)  # another workload key
+    assert network_key(changed) == network_key(occ)
+    assert network_key(changed, legacy=True) != network_key(occ, legacy=True)
+
+    log = tmp_path / "log.json"
+    log.write_text("")
+    layouts = [NHWC] * len(occ)
+    sidecar_path(log).write_text(json.dumps({"version": 1, "kind": "choice", "layouts": layouts,
+                                             "network": network_key(occ, legacy=True)}) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert chosen_layouts(g, log) == tuple(layouts)
+    sidecar_path(log).write_text(json.dumps({"version": 1, "kind": "choice", "layouts": layouts,
+                                             "network": network_key(changed, legacy=True)}) + "\n")
+    with pytest.warns(RuntimeWarning, match="recorded layout choice.* for another network"):
+        assert chosen_layouts(g, log) is None
