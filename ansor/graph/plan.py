@@ -21,7 +21,7 @@ from .fuse import DEFAULT_MAX_DEPTH
 from .ir import Graph
 from .layout_tuning import check_layouts
 from .layouts import NHWC, lower_group_in_layout
-from .tasks import VIEW_OPS, GraphTask, Occurrence, lower_groups, tasks_from_groups
+from .tasks import GraphTask, Occurrence, is_view_group, lower_groups, tasks_from_groups
 from .two_anchor import PairCandidate, fuse_pairs
 
 
@@ -105,6 +105,6 @@ def is_view(plan: NetworkPlan, i: int) -> bool:
     """Whether occurrence ``i`` is a row-major reshape of one activation, read and written NHWC
     (the value as typed): its output is then the same bytes as its input, a view, not a copy."""
     o, graph = plan.occurrences[i], plan.graph
-    return (all(n.op in VIEW_OPS for n in o.group.nodes) and len(o.lowered.inputs) == 1
+    return (is_view_group(o) and len(o.lowered.inputs) == 1
             and isinstance(o.lowered.inputs[0], str) and o.lowered.inputs[0] not in graph.constants
             and plan.layouts[i] == NHWC and plan.input_layouts[i][0] == NHWC)
