@@ -8,6 +8,7 @@ the run.
 """
 from __future__ import annotations
 
+import math
 import random
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -32,6 +33,9 @@ class SchedulerNumbers:
     flops: list[float]
     weights: list[float]
     objective: Callable[[Sequence[float]], float]
+    base_objective: Callable[[Sequence[float]], float]
+    calibration: list[float] | None
+    calibrations: int
     strategy: str
     alpha: float
     beta: float
@@ -76,6 +80,25 @@ class SchedulerNumbers:
         if any(c >= NO_COST for c in costs):
             return None
         return float(self.objective(costs))
+
+    def set_calibration(self, factors: Sequence[float] | None) -> None:
+        """Scale each task's latency by ``factors[i]`` before the objective sees it (the
+        estimate, the gradients and early stopping all read the scaled objective): how much
+        slower the task's kernel runs inside the network than its records say
+        (``ansor.graph.network_calibration``). None: unscaled again."""
+        if factors is None:
+            self.calibration, self.objective = None, self.base_objective
+        else:
+            fs = [float(f) for f in factors]
+            if len(fs) != len(self.tasks) or not all(math.isfinite(f) and f > 0 for f in fs):
+                raise ValueError(f"calibration: one positive finite factor per task ({len(self.tasks)}), "
+                                 f"got {factors!r}")
+            base = self.base_objective
+
+            def calibrated(costs: Sequence[float]) -> float:
+                return base([c if c >= NO_COST else c * f for c, f in zip(costs, fs)])
+            self.calibration, self.objective = fs, calibrated
+        self.calibrations += 1
 
     def live_tasks(self) -> list[int]:
         return [i for i, st in enumerate(self.state) if st.tuned and not st.dead]

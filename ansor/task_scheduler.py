@@ -155,6 +155,9 @@ class TaskScheduler(BestConfirmation):
             raise TypeError("TaskScheduler objective_func must be callable (list of latencies -> float)")
         self.objective = (objective_func if objective_func is not None
                           else policy.default_objective(self.weights))
+        self.base_objective = self.objective  # ``set_calibration`` scales its costs
+        self.calibration: list[float] | None = None
+        self.calibrations = 0  # how many times it was set: the early-stopping score restarts
         check_pick_args(strategy, alpha, beta, backward_window_size)
         self.strategy = strategy
         self.alpha, self.beta, self.window = float(alpha), float(beta), backward_window_size
@@ -376,6 +379,7 @@ class TaskScheduler(BestConfirmation):
         budget = opts.num_measure_trials
         best_score: float | None = None
         best_at = 0
+        scored_with = self.calibrations  # a new calibration moves the score: compare anew
 
         def one(i: int) -> str | None:
             self.next_task = i
@@ -404,6 +408,8 @@ class TaskScheduler(BestConfirmation):
             if stop:
                 return stop
             score = self.estimated_latency()
+            if scored_with != self.calibrations:
+                best_score, best_at, scored_with = None, self.trials, self.calibrations
             if score is not None:
                 if best_score is None or score < best_score:
                     best_score, best_at = score, self.trials

@@ -20,6 +20,7 @@ network touches and its activations warm, as the network runs it (``measure.runn
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -78,6 +79,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="start each task's search from its own schedules only (default: also from "
                         "the best ones of similar tasks, the same ops at other shapes, until it has "
                         "64 of its own: what few trials per task need)")
+    q.add_argument("--no-calibrate", action="store_true",
+                   help="do not profile the network during the run (default: once every task has a "
+                        "record and every quarter of the budget, the network as it would be compiled "
+                        "is profiled and each task's latency scaled by its slowdown there, for the "
+                        "estimate and the gradient)")
     q.add_argument("--export", default=None, metavar="DIR/NAME.so",
                    help="after tuning, write the network as one shared library with the loader "
                         "ansor_runtime.py (numpy only) beside it (default: LOG-lib/net.so)")
@@ -101,6 +107,7 @@ def default_log(model: str) -> str:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from ansor.graph.executor import compile_network
+    from ansor.graph.network_calibration import median_profile
     from ansor.graph.plan import plan_network
     from ansor.measurer import STOP_LOG_FAILED
     from ansor.task_scheduler import LogEstimatedLatency, PrintTableInfo, TaskFilter, TaskScheduler
@@ -138,17 +145,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
         more, more_w = pair_tasks(g, candidates, layout_rewrite=rewrite)
         tasks, weights = tasks + more, weights + more_w
     objective = None
+    group_keys: list[list[str]] = [[o.dag.workload_key] for o in plan.groups]
+    pair_keys = [(c.producer, c.consumer, c.occurrence.dag.workload_key) for c in candidates or ()]
     if variants is not None or candidates:
         # The network as it will be compiled, each group's fastest variant and each pair fused
         # or not, made smooth (``network_objective``): not the sum of every alternative.
         from ansor.graph.layout_tuning import variant_occurrence  # noqa: PLC0415 - start-up time
         from ansor.graph.network_objective import objective_for  # noqa: PLC0415 - start-up time
 
-        group_keys = ([[variant_occurrence(v, k).dag.workload_key for k in range(len(v.layouts))]
-                       for v in variants] if variants is not None
-                      else [[o.dag.workload_key] for o in plan.groups])
-        objective = objective_for(tasks, group_keys, [(c.producer, c.consumer, c.occurrence.dag.workload_key)
-                                                      for c in candidates or ()])
+        if variants is not None:
+            group_keys = [[variant_occurrence(v, k).dag.workload_key for k in range(len(v.layouts))]
+                          for v in variants]
+        objective = objective_for(tasks, group_keys, pair_keys)
     for task in tasks:  # the run's CPU (--target): candidates, records and the final compile
         task.target = args.target
     if tasks and args.cluster is None:  # measured here: before the log is made
@@ -172,12 +180,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
         try:  # what the user asked for, checked before anything is measured: exit 2
             flt = TaskFilter(pattern=args.tasks, min_share=args.min_share) \
                 if args.tasks is not None or args.min_share else None
+            trials = DEFAULT_TRIALS if args.trials is None else args.trials
+            calibration = _calibration(plan, args, variants, candidates, group_keys, pair_keys, trials)
             sched = TaskScheduler(tasks, weights, strategy=args.strategy, seed=args.seed,
                                   task_filter=flt, remeasure_best=args.remeasure_best,
-                                  callbacks=[PrintTableInfo(), history], cost_model=model,
+                                  callbacks=[PrintTableInfo(), history] + ([calibration] if calibration else []),
+                                  cost_model=model,
                                   share_schedules=not getattr(args, "no_share_schedules", False),
                                   objective_func=objective)
-            trials = DEFAULT_TRIALS if args.trials is None else args.trials
             per_round = DEFAULT_PER_ROUND if args.per_round is None else args.per_round
             opts = options.tuning_options(args, log=args.log, trials=trials, per_round=per_round,
                                           seed=args.seed, measurers=measurers)
@@ -200,8 +210,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if history.error is None:
         side_plot(history.path, f"{args.log}.latency.png")
     est = res.estimated_latency
+    cal = calibration.last if calibration else None
     print("estimated latency: " + ("- (some task has no valid schedule)" if est is None
                                    else f"{est * 1e3:.3f} ms (sum of weight x best task latency timed {args.cache}"
+                                   + (f", each scaled by its slowdown in the network as profiled at trial "
+                                      f"{cal.at_trials}" if cal is not None else "")
                                    + (", each group's fastest variant and each pair fused where faster, "
                                       "smoothed; layout transforms not counted)" if objective is not None
                                       else ")")))
@@ -217,9 +230,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
         code = _choose(plan, args, variants, candidates)
         if code:
             return code
+    lib = None
+    if calibration is not None:  # the network just chosen, profiled: how close the estimate came
+        lib = compile_network(plan, log_file=args.log, target=args.target)
+        calibration.compile_profile = functools.partial(median_profile, lib)
+        if calibration.run(sched) is not None:
+            print(f"estimated latency, calibrated in the network as compiled now: "
+                  f"{(sched.estimated_latency() or 0) * 1e3:.3f} ms")
     if args.rounds == 0 or args.target != "native":  # the comparison below compiles natively
         # layouts: the choice just recorded, if any
-        lib = compile_network(plan, log_file=args.log, target=args.target)
+        lib = lib or compile_network(plan, log_file=args.log, target=args.target)
         b = lib.benchmark()
         print(f"measured latency of the compiled network: {b['mean'] * 1e3:.3f} ms per inference")
     else:
@@ -229,6 +249,26 @@ def cmd_tune(args: argparse.Namespace) -> int:
     # The shippable result: one shared library and the loader that needs only numpy.
     return export_and_tell(plan, args.log, args.export or export_path(args.log), "ansor network tune",
                            target=args.target)
+
+
+def _calibration(plan, args: argparse.Namespace, variants, candidates, group_keys, pair_keys,
+                 trials: int):
+    """The in-network calibration of the run (``network_calibration``): after the warm-up and
+    every quarter of the budget; None when the network cannot run here (another --target, a
+    cluster's CPUs) or ``--no-calibrate``."""
+    from ansor.graph.network_calibration import NetworkCalibration, network_profiler  # noqa: PLC0415
+
+    if getattr(args, "no_calibrate", False) or args.target != "native" or args.cluster is not None:
+        return None
+    choose = None
+    if variants is not None or candidates:
+        from ansor.graph.network_choice import choose_network  # noqa: PLC0415 - start-up time
+
+        def choose() -> None:
+            choose_network(plan, args.log, candidates, variants, blocked=getattr(args, "layout_tuning", False),
+                           winograd=getattr(args, "winograd", False), cache=args.cache)
+    return NetworkCalibration(network_profiler(plan, args.log, args.target, choose), group_keys, pair_keys,
+                              every=max(1, trials // 4))
 
 
 def export_path(log: str) -> str:

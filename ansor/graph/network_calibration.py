@@ -1,0 +1,220 @@
+"""The task scheduler's estimate calibrated in the network: each task's records scaled by how
+much slower its kernel runs inside the compiled network than its records say.
+
+A candidate is timed alone (network mode: its weights rotated, its activations warm), and no
+mode fits every kernel: on MobileNet-V2 (Zen 4, 2026-11-28) the stem ran 0.12 ms in its records
+and 0.26 ms in the network, the 56x56x144 depthwise conv 0.07 against 0.17, while most 7x7 and
+14x14 layers ran within 10% of theirs; the sum of records sat 19% below the measured network,
+and cold or handoff timing moved some kernels closer and others further. What the network does
+to a kernel (its input left by a producer that split the work another way, its output written
+to memory an earlier kernel evicted, the first kernel after the caller's code) is measured
+where it happens instead: the network as it would be compiled now (``network_choice``, the
+sidecar written as the final choice writes it) is compiled from the log and profiled
+(``NetworkModule.profile``: each kernel's median time in the running network), and each task
+that runs in it gets ``factor = in-network seconds per occurrence / best recorded cost``.
+
+A task that does not run in the compiled network (a variant not chosen, a pair not fused, or
+the groups a fused pair replaced) takes the factor of the network position it stands for: its
+group's, a fused pair's for its two groups and the mean of its two groups' for a pair run
+apart; anything else the median factor. Factors are clamped to ``FACTOR_RANGE`` (a profile
+glitch must not make a task look free or hopeless), each step's time is the median of
+``PROFILES`` profiles and each factor the median of the last ``KEEP`` calibrations (``smoothed``).
+
+``NetworkCalibration`` (a scheduler callback) calibrates once every task has a record (after
+the warm-up) and again every ``every`` new trials, so the gradient weighs each task by what it
+costs in the network; ``calibrate`` is the same step once more after tuning, on the network the
+final choice compiles. The estimate printed at the end of a run is therefore a prediction from
+factors measured up to a quarter of the budget earlier, and the profile after it says how close
+it came.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from ..scheduler_policy import NO_COST
+from ..scheduler_progress import TaskSchedulerCallback
+
+__all__ = ["FACTOR_RANGE", "Calibration", "NetworkCalibration", "calibrate", "factors_from_profile",
+           "median_profile", "network_profiler", "smoothed", "task_factors"]
+
+# Factors outside this range are clamped (a kernel 8x slower in the network than alone is
+# beyond anything measured; 0.25x faster would be a record from a slow moment of the machine).
+FACTOR_RANGE = (0.25, 8.0)
+# Calibrations a factor is the median of (this one and the ones before it).
+KEEP = 3
+# Profiles per calibration; each step's time is its median over them.
+PROFILES = 3
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One calibration: ``factors`` one per scheduler task; ``measured`` workload key -> factor
+    of the tasks that ran in the network; ``profile_seconds`` the profiled kernels' sum;
+    ``at_trials`` the scheduler's new trials then; ``seconds`` what it took."""
+
+    factors: list[float]
+    measured: dict[str, float]
+    profile_seconds: float
+    at_trials: int
+    seconds: float
+
+
+def _clamp(f: float) -> float:
+    lo, hi = FACTOR_RANGE
+    return min(hi, max(lo, f))
+
+
+def factors_from_profile(profile: Sequence[dict[str, Any]], costs: dict[str, float]) -> dict[str, float]:
+    """Per workload key of a profiled step (``NetworkModule.profile`` rows: ``task``,
+    ``seconds``) with a cost in ``costs``: its mean seconds per occurrence in the network over
+    that cost, clamped. Steps without a task (transforms, element-wise groups) are skipped."""
+    spent: dict[str, list[float]] = {}
+    for row in profile:
+        key = row.get("task") or ""
+        if key and key in costs and costs[key] > 0:
+            spent.setdefault(key, []).append(float(row["seconds"]))
+    return {k: _clamp(sum(v) / len(v) / costs[k]) for k, v in spent.items()}
+
+
+def task_factors(keys: Sequence[str], measured: dict[str, float], group_keys: Sequence[Sequence[str]],
+                 pair_keys: Sequence[tuple[int, int, str]] = ()) -> list[float]:
+    """One factor per scheduler task (``keys``: their workload keys): its measured factor, else
+    that of the network position it stands for (module docstring): ``group_keys[g]`` the keys
+    of group g's alternatives, ``pair_keys`` ``(producer group, consumer group, fused key)``."""
+    default = statistics.median(measured.values()) if measured else 1.0
+
+    def mean(fs: list[float]) -> float | None:
+        return sum(fs) / len(fs) if fs else None
+
+    group = [mean([measured[k] for k in ks if k in measured]) for ks in group_keys]
+    for a, b, fused in pair_keys:  # groups a fused pair replaced stand for its kernel
+        if fused in measured:
+            for g in (a, b):
+                if group[g] is None:
+                    group[g] = measured[fused]
+    out: dict[str, float] = dict(measured)
+    for g, ks in enumerate(group_keys):
+        for k in ks:
+            if k not in out and group[g] is not None:
+                out[k] = group[g]
+    for a, b, fused in pair_keys:  # a pair run apart: the mean of its two groups
+        if fused not in out:
+            f = mean([x for x in (group[a], group[b]) if x is not None])
+            if f is not None:
+                out[fused] = f
+    return [out.get(k, default) for k in keys]
+
+
+def smoothed(history: Sequence[dict[str, float]], keep: int = KEEP) -> dict[str, float]:
+    """Per key, the median of its factor over the last ``keep`` calibrations of ``history``
+    that measured it: one profile taken in a slow moment of a shared machine (measured: a
+    network profiled at 6.5 ms between profiles of 3.9-4.4) must not rescale the run."""
+    out: dict[str, list[float]] = {}
+    for m in history[-keep:]:
+        for k, f in m.items():
+            out.setdefault(k, []).append(f)
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def calibrate(scheduler: Any, compile_profile: Callable[[], Sequence[dict[str, Any]]],
+              group_keys: Sequence[Sequence[str]], pair_keys: Sequence[tuple[int, int, str]] = (),
+              history: list[dict[str, float]] | None = None) -> Calibration | None:
+    """Profile the network (``compile_profile()``: the compiled network's profile rows) and set
+    the scheduler's calibration (``set_calibration``) from it, smoothed over ``history`` (the
+    earlier calibrations' measured factors; this one is appended); None, leaving it as it was,
+    when some task has no record yet."""
+    keys = [t.workload_key for t in scheduler.tasks]
+    costs = {k: scheduler.best_cost(i) for i, k in enumerate(keys)}
+    if any(c is None or c >= NO_COST for c in costs.values()):
+        return None
+    t0 = time.perf_counter()
+    rows = compile_profile()
+    now = factors_from_profile(rows, costs)  # type: ignore[arg-type]
+    if history is None:
+        history = []
+    history.append(now)
+    measured = smoothed(history)
+    factors = task_factors(keys, measured, group_keys, pair_keys)
+    scheduler.set_calibration(factors)
+    return Calibration(factors, measured, float(sum(r["seconds"] for r in rows)), scheduler.trials,
+                       time.perf_counter() - t0)
+
+
+class NetworkCalibration(TaskSchedulerCallback):
+    """Calibrate the scheduler in the network (``calibrate``) when every task first has a
+    record and then every ``every`` new trials (0: only the first time). ``compile_profile``
+    builds the network as it would be compiled now and returns its profile; a failure to do so
+    is told on ``file`` and leaves the last calibration in place (the run goes on)."""
+
+    def __init__(self, compile_profile: Callable[[], Sequence[dict[str, Any]]],
+                 group_keys: Sequence[Sequence[str]], pair_keys: Sequence[tuple[int, int, str]] = (),
+                 every: int = 0, file: TextIO | None = None):
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ValueError(f"NetworkCalibration every must be an integer >= 0, got {every!r}")
+        self.compile_profile = compile_profile
+        self.group_keys = [list(ks) for ks in group_keys]
+        self.pair_keys = list(pair_keys)
+        self.every = every
+        self.file = file
+        self.last: Calibration | None = None
+        self.failed = 0
+        self.tried_at: int | None = None  # the trial count of the last attempt (made or failed)
+        self.history: list[dict[str, float]] = []  # each calibration's measured factors
+
+    def run(self, scheduler: Any) -> Calibration | None:
+        """One calibration now; told in one line. None when a task has no record or it failed."""
+        before = scheduler.estimated_latency()
+        try:
+            cal = calibrate(scheduler, self.compile_profile, self.group_keys, self.pair_keys, self.history)
+        except Exception as err:  # noqa: BLE001 - a compile or profile failure must not end the run
+            self.failed += 1
+            self.tried_at = scheduler.trials
+            print(f"calibration in the network failed ({type(err).__name__}: {err}); the estimate "
+                  "keeps its last factors", file=self.file or sys.stderr, flush=True)
+            return None
+        if cal is None:
+            return None
+        self.last, self.tried_at = cal, scheduler.trials
+        after = scheduler.estimated_latency()
+        slow = sorted(cal.measured.items(), key=lambda kv: -kv[1])[:1]
+        print(f"calibrated in the network at trial {cal.at_trials}: kernels {cal.profile_seconds * 1e3:.3f} ms "
+              f"in the network; estimate {_ms(before)} -> {_ms(after)} ms; factors "
+              f"{min(cal.factors):.2f}-{max(cal.factors):.2f}"
+              + (f" (largest {slow[0][1]:.2f}x)" if slow else "") + f"; took {cal.seconds:.1f} s",
+              file=self.file or sys.stdout, flush=True)
+        return cal
+
+    def post_tune(self, scheduler: Any, task_id: int) -> None:
+        if self.tried_at is None or (self.every > 0 and scheduler.trials - self.tried_at >= self.every):
+            self.run(scheduler)
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:.3f}"
+
+
+def network_profiler(plan: Any, log_file: str | os.PathLike, target: str = "native",
+                     choose: Callable[[], None] | None = None) -> Callable[[], list[dict[str, Any]]]:
+    """``compile_profile`` for ``NetworkCalibration``: ``choose()`` (the graph-level choice,
+    written to the log's sidecar), then ``plan`` compiled from ``log_file`` as the compile would
+    build it (``fuse_pairs``/``layouts`` "auto") and profiled."""
+    def run() -> list[dict[str, Any]]:
+        from .executor import compile_network  # noqa: PLC0415 - the executor imports much
+
+        if choose is not None:
+            choose()
+        lib = compile_network(plan, log_file=log_file, target=target, verbose=False)
+        return median_profile(lib)
+    return run
+
+
+def median_profile(lib: Any, profiles: int = PROFILES) -> list[dict[str, Any]]:
+    """``lib.profile()`` taken ``profiles`` times, each step's seconds the median of them."""
+    runs = [lib.profile() for _ in range(max(1, profiles))]
+    return [{**rows[0], "seconds": statistics.median(r["seconds"] for r in rows)} for rows in zip(*runs)]

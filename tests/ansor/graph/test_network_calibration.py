@@ -1,0 +1,106 @@
+"""The scheduler's estimate calibrated in the network (issue 44): factors from a profile, the
+mapping of factors to tasks that do not run in the compiled network, the scheduler's scaled
+objective, and a run whose callback calibrates after the warm-up and every ``every`` trials.
+
+Measurement is faked (``sched_fakes``) and the network profile is made up: what is checked is
+the arithmetic and when it happens; ``test_network_profile`` checks the profile itself.
+"""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from ansor.graph.network_calibration import (FACTOR_RANGE, NetworkCalibration, factors_from_profile,
+                                             task_factors)
+from ansor.task_scheduler import TaskScheduler
+
+from ..sched_fakes import FakeRunner
+from ..test_task_scheduler import Order, options, primed, small_tasks
+
+
+def test_factors_are_in_network_time_per_occurrence_over_the_record():
+    rows = [{"task": "a", "seconds": 2e-3}, {"task": "a", "seconds": 4e-3},  # two occurrences
+            {"task": "", "seconds": 9e-3},  # a transform: no task
+            {"task": "b", "seconds": 1e-3}, {"task": "c", "seconds": 1.0}, {"task": "z", "seconds": 1.0}]
+    got = factors_from_profile(rows, {"a": 2e-3, "b": 2e-3, "c": 1e-3})
+    assert got == pytest.approx({"a": 1.5, "b": 0.5, "c": FACTOR_RANGE[1]})  # c clamped, z has no cost
+
+
+def test_tasks_not_in_the_network_take_their_positions_factor():
+    groups = [["g0"], ["g1", "g1w"], ["g2"], ["g3"]]
+    pairs = [(0, 1, "p01"), (2, 3, "p23")]
+    # p01 fused (g0, g1 and its variant g1w not run), p23 run apart, g1w a variant not chosen
+    measured = {"p01": 1.4, "g2": 1.2, "g3": 2.0}
+    keys = ["g0", "g1", "g1w", "g2", "g3", "p01", "p23", "other"]
+    got = dict(zip(keys, task_factors(keys, measured, groups, pairs)))
+    assert got["g0"] == got["g1"] == got["g1w"] == pytest.approx(1.4)
+    assert got["p23"] == pytest.approx(1.6)  # the mean of its two groups
+    assert got["other"] == pytest.approx(1.4)  # the median of the measured factors
+    assert task_factors(["x"], {}, [["x"]]) == [1.0]
+
+
+def test_set_calibration_scales_the_objective_and_is_checked():
+    tasks = small_tasks()
+    s = primed(tasks, costs=[1e-3, 2e-3, 3e-3])
+    assert s.estimated_latency() == pytest.approx(6e-3)
+    s.set_calibration([2.0, 1.0, 1.0])
+    assert s.estimated_latency() == pytest.approx(7e-3) and s.calibrations == 1
+    with pytest.raises(ValueError, match="one positive finite factor per task"):
+        s.set_calibration([1.0, 0.0, 1.0])
+    with pytest.raises(ValueError, match="one positive finite factor per task"):
+        s.set_calibration([1.0])
+    s.set_calibration(None)
+    assert s.estimated_latency() == pytest.approx(6e-3) and s.calibration is None
+
+
+def test_a_calibrated_task_gets_the_rounds():
+    # made-up profile: task 0 runs 20x its records in the network, so after the warm-up's
+    # calibration every round goes to it, where without calibration they spread.
+    tasks = small_tasks()
+    calls = []
+
+    def profile():
+        calls.append(1)
+        return [{"task": t.workload_key, "seconds": (20.0 if i == 0 else 1.0) * s.best_cost(i)}
+                for i, t in enumerate(tasks)]
+
+    cal = NetworkCalibration(profile, [[t.workload_key] for t in tasks], every=0, file=io.StringIO())
+    order = Order()
+    s = TaskScheduler(tasks, callbacks=[cal, order], seed=0)
+    r = s.tune(options(60, per_round=5, runner=FakeRunner()))
+    assert len(calls) == 1 and cal.last is not None and cal.last.at_trials == 15  # after the warm-up
+    assert cal.last.factors[0] == pytest.approx(FACTOR_RANGE[1])  # 20x, clamped
+    picks = order.picks
+    assert picks[:3] == [0, 1, 2] and picks[3:].count(0) >= len(picks[3:]) - 2
+    assert r.estimated_latency == pytest.approx(8 * r.best_costs[0] + r.best_costs[1] + r.best_costs[2], rel=0.3)
+
+
+def test_calibration_every_k_trials_and_a_failure_keeps_the_run_going():
+    tasks = small_tasks()
+    n = {"calls": 0}
+
+    def profile():
+        n["calls"] += 1
+        if n["calls"] == 2:
+            raise RuntimeError("compile failed")
+        return [{"task": t.workload_key, "seconds": 1.0 * s.best_cost(i)} for i, t in enumerate(tasks)]
+
+    out = io.StringIO()
+    cal = NetworkCalibration(profile, [[t.workload_key] for t in tasks], every=10, file=out)
+    s = TaskScheduler(tasks, callbacks=[cal], seed=0, strategy="round-robin", remeasure_best=1)
+    r = s.tune(options(45, per_round=5, runner=FakeRunner()))
+    assert r.trials == 45 and cal.failed == 1
+    # after the warm-up (15), at 25 (fails: told, tried again at 35), at 35, at 45 (the end)
+    assert n["calls"] == 4 and "compile failed" in out.getvalue()
+    assert cal.last is not None and cal.last.factors == pytest.approx([1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="every"):
+        NetworkCalibration(profile, [], every=-1)
+
+
+def test_one_slow_profile_does_not_rescale_the_run():
+    from ansor.graph.network_calibration import smoothed
+
+    history = [{"a": 1.1, "b": 1.0}, {"a": 5.0, "b": 4.0}, {"a": 1.2}]
+    assert smoothed(history) == pytest.approx({"a": 1.2, "b": 2.5})
+    assert smoothed(history + [{"a": 1.3}, {"a": 1.0}]) == pytest.approx({"a": 1.2})  # the last 3
