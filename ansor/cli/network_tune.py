@@ -254,7 +254,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def _calibration(plan, args: argparse.Namespace, variants, candidates, group_keys, pair_keys,
                  trials: int):
     """The in-network calibration of the run (``network_calibration``): after the warm-up and
-    every quarter of the budget; None when the network cannot run here (another --target, a
+    every quarter of the budget, each one's factors in ``LOG.calibration.tsv``; None when the network cannot run here (another --target, a
     cluster's CPUs) or ``--no-calibrate``."""
     from ansor.graph.network_calibration import NetworkCalibration, network_profiler  # noqa: PLC0415
 
@@ -268,7 +268,7 @@ def _calibration(plan, args: argparse.Namespace, variants, candidates, group_key
             choose_network(plan, args.log, candidates, variants, blocked=getattr(args, "layout_tuning", False),
                            winograd=getattr(args, "winograd", False), cache=args.cache)
     return NetworkCalibration(network_profiler(plan, args.log, args.target, choose), group_keys, pair_keys,
-                              every=max(1, trials // 4))
+                              every=max(1, trials // 4), tsv=f"{args.log}.calibration.tsv")
 
 
 def export_path(log: str) -> str:

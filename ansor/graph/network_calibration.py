@@ -17,8 +17,11 @@ A task that does not run in the compiled network (a variant not chosen, a pair n
 the groups a fused pair replaced) takes the factor of the network position it stands for: its
 group's, a fused pair's for its two groups and the mean of its two groups' for a pair run
 apart; anything else the median factor. Factors are clamped to ``FACTOR_RANGE`` (a profile
-glitch must not make a task look free or hopeless), each step's time is the median of
-``PROFILES`` profiles and each factor the median of the last ``KEEP`` calibrations (``smoothed``).
+glitch must not make a task look free or hopeless) and each step's time is the median of
+``PROFILES`` profiles. Each calibration replaces the last one whole: the shared machines we
+measure on drift by 10-20% over minutes (a BERT layer profiled at 10.5, 9.4, 9.5, 10.7 and
+10.9 ms within one minute), and a median over earlier calibrations lagged that drift (the
+estimate 9.4 ms, the network then measured 10.9).
 
 ``NetworkCalibration`` (a scheduler callback) calibrates once every task has a record (after
 the warm-up) and again every ``every`` new trials, so the gradient weighs each task by what it
@@ -41,13 +44,11 @@ from ..scheduler_policy import NO_COST
 from ..scheduler_progress import TaskSchedulerCallback
 
 __all__ = ["FACTOR_RANGE", "Calibration", "NetworkCalibration", "calibrate", "factors_from_profile",
-           "median_profile", "network_profiler", "smoothed", "task_factors"]
+           "append_tsv", "median_profile", "network_profiler", "task_factors"]
 
 # Factors outside this range are clamped (a kernel 8x slower in the network than alone is
 # beyond anything measured; 0.25x faster would be a record from a slow moment of the machine).
 FACTOR_RANGE = (0.25, 8.0)
-# Calibrations a factor is the median of (this one and the ones before it).
-KEEP = 3
 # Profiles per calibration; each step's time is its median over them.
 PROFILES = 3
 
@@ -63,6 +64,7 @@ class Calibration:
     profile_seconds: float
     at_trials: int
     seconds: float
+    records: dict[str, float]  # the best recorded cost (s) each measured factor divides
 
 
 def _clamp(f: float) -> float:
@@ -111,39 +113,37 @@ def task_factors(keys: Sequence[str], measured: dict[str, float], group_keys: Se
     return [out.get(k, default) for k in keys]
 
 
-def smoothed(history: Sequence[dict[str, float]], keep: int = KEEP) -> dict[str, float]:
-    """Per key, the median of its factor over the last ``keep`` calibrations of ``history``
-    that measured it: one profile taken in a slow moment of a shared machine (measured: a
-    network profiled at 6.5 ms between profiles of 3.9-4.4) must not rescale the run."""
-    out: dict[str, list[float]] = {}
-    for m in history[-keep:]:
-        for k, f in m.items():
-            out.setdefault(k, []).append(f)
-    return {k: statistics.median(v) for k, v in out.items()}
-
-
 def calibrate(scheduler: Any, compile_profile: Callable[[], Sequence[dict[str, Any]]],
-              group_keys: Sequence[Sequence[str]], pair_keys: Sequence[tuple[int, int, str]] = (),
-              history: list[dict[str, float]] | None = None) -> Calibration | None:
+              group_keys: Sequence[Sequence[str]], pair_keys: Sequence[tuple[int, int, str]] = ()) -> Calibration | None:
     """Profile the network (``compile_profile()``: the compiled network's profile rows) and set
-    the scheduler's calibration (``set_calibration``) from it, smoothed over ``history`` (the
-    earlier calibrations' measured factors; this one is appended); None, leaving it as it was,
-    when some task has no record yet."""
+    the scheduler's calibration (``set_calibration``) from it; None, leaving it as it was, when
+    some task has no record yet."""
     keys = [t.workload_key for t in scheduler.tasks]
     costs = {k: scheduler.best_cost(i) for i, k in enumerate(keys)}
     if any(c is None or c >= NO_COST for c in costs.values()):
         return None
     t0 = time.perf_counter()
     rows = compile_profile()
-    now = factors_from_profile(rows, costs)  # type: ignore[arg-type]
-    if history is None:
-        history = []
-    history.append(now)
-    measured = smoothed(history)
+    measured = factors_from_profile(rows, costs)  # type: ignore[arg-type]
     factors = task_factors(keys, measured, group_keys, pair_keys)
     scheduler.set_calibration(factors)
     return Calibration(factors, measured, float(sum(r["seconds"] for r in rows)), scheduler.trials,
-                       time.perf_counter() - t0)
+                       time.perf_counter() - t0, {k: costs[k] for k in measured})  # type: ignore[misc]
+
+
+TSV_HEADER = ["trials", "task", "record_ms", "in_network_ms", "factor"]
+
+
+def append_tsv(path: str | os.PathLike, cal: Calibration, descs: dict[str, str]) -> None:
+    """One row per task measured in the network (``TSV_HEADER``; a header first when the file
+    is new): which tasks the network slows, calibration after calibration."""
+    new = not os.path.exists(path)
+    with open(path, "a", encoding="utf-8") as f:
+        if new:
+            f.write("\t".join(TSV_HEADER) + "\n")
+        for k, factor in sorted(cal.measured.items(), key=lambda kv: -kv[1]):
+            rec = cal.records[k]
+            f.write(f"{cal.at_trials}\t{descs.get(k, k)}\t{rec * 1e3:.4f}\t{rec * factor * 1e3:.4f}\t{factor:.3f}\n")
 
 
 class NetworkCalibration(TaskSchedulerCallback):
@@ -154,7 +154,7 @@ class NetworkCalibration(TaskSchedulerCallback):
 
     def __init__(self, compile_profile: Callable[[], Sequence[dict[str, Any]]],
                  group_keys: Sequence[Sequence[str]], pair_keys: Sequence[tuple[int, int, str]] = (),
-                 every: int = 0, file: TextIO | None = None):
+                 every: int = 0, file: TextIO | None = None, tsv: str | os.PathLike | None = None):
         if isinstance(every, bool) or not isinstance(every, int) or every < 0:
             raise ValueError(f"NetworkCalibration every must be an integer >= 0, got {every!r}")
         self.compile_profile = compile_profile
@@ -162,16 +162,16 @@ class NetworkCalibration(TaskSchedulerCallback):
         self.pair_keys = list(pair_keys)
         self.every = every
         self.file = file
+        self.tsv = tsv  # each calibration's factors appended there (``append_tsv``), if given
         self.last: Calibration | None = None
         self.failed = 0
         self.tried_at: int | None = None  # the trial count of the last attempt (made or failed)
-        self.history: list[dict[str, float]] = []  # each calibration's measured factors
 
     def run(self, scheduler: Any) -> Calibration | None:
         """One calibration now; told in one line. None when a task has no record or it failed."""
         before = scheduler.estimated_latency()
         try:
-            cal = calibrate(scheduler, self.compile_profile, self.group_keys, self.pair_keys, self.history)
+            cal = calibrate(scheduler, self.compile_profile, self.group_keys, self.pair_keys)
         except Exception as err:  # noqa: BLE001 - a compile or profile failure must not end the run
             self.failed += 1
             self.tried_at = scheduler.trials
@@ -181,6 +181,12 @@ class NetworkCalibration(TaskSchedulerCallback):
         if cal is None:
             return None
         self.last, self.tried_at = cal, scheduler.trials
+        if self.tsv is not None:
+            try:
+                append_tsv(self.tsv, cal, {t.workload_key: t.desc for t in scheduler.tasks})
+            except OSError as err:  # a full disk: the run goes on, the log is what matters
+                print(f"calibration: cannot write {self.tsv}: {err}", file=self.file or sys.stderr)
+                self.tsv = None
         after = scheduler.estimated_latency()
         slow = sorted(cal.measured.items(), key=lambda kv: -kv[1])[:1]
         print(f"calibrated in the network at trial {cal.at_trials}: kernels {cal.profile_seconds * 1e3:.3f} ms "

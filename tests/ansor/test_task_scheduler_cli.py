@@ -76,6 +76,13 @@ def test_a_real_tuning_run_end_to_end(tmp_path, capsys):
     assert ansor_main(argv) == 0
     out = capsys.readouterr().out
     assert "| ID | task" in out and "estimated total latency" in out
+    # calibrated in the network after the warm-up, and on the network as finally chosen
+    cal = re.findall(r"calibrated in the network at trial (\d+): kernels ([0-9.]+) ms", out)
+    assert len(cal) >= 2 and all(float(ms) > 0 for _, ms in cal), out
+    assert "scaled by its slowdown in the network" in out
+    tsv = (tmp_path / "log.json.calibration.tsv").read_text().splitlines()
+    assert tsv[0].split("\t") == ["trials", "task", "record_ms", "in_network_ms", "factor"] and len(tsv) >= 3
+    assert re.search(r"estimated latency, calibrated in the network as compiled now: [0-9.]+ ms", out)
     rows = {ln.split("|")[1].strip(): ln for ln in out.splitlines() if ln.startswith("| ")}
     for system in ("ansor, untuned", "ansor, tuned", "onnxruntime", "PyTorch eager"):
         assert system in rows, out
@@ -88,7 +95,8 @@ def test_a_real_tuning_run_end_to_end(tmp_path, capsys):
     recs = [json.loads(ln) for ln in log.read_text().splitlines()]
     distinct = {(r["input"]["workload_key"], json.dumps(r["input"]["steps"])) for r in recs}
     assert len(distinct) == 4 and len(recs) > 4
-    assert ansor_main(argv[:4] + ["2"] + argv[5:-1] + ["0"]) == 0
-    assert "4 record(s)" in capsys.readouterr().out
+    assert ansor_main(argv[:4] + ["2"] + argv[5:-1] + ["0", "--no-calibrate"]) == 0
+    out = capsys.readouterr().out
+    assert "4 record(s)" in out and "calibrated" not in out
     recs = [json.loads(ln) for ln in log.read_text().splitlines()]
     assert len({(r["input"]["workload_key"], json.dumps(r["input"]["steps"])) for r in recs}) == 6
