@@ -52,7 +52,7 @@ from measure.protocols import Builder, Runner
 from measure.target import host_hardware_params
 from sketch.hardware import HardwareParams
 
-from ..records import best_record
+from ..records import best_records
 from ..search_task import SearchTask
 from .ir import Graph, GraphError, display_name
 from .layout_sidecar import TransformKey, append_entries, read_sidecar, sidecar_path, write_transform_costs
@@ -240,21 +240,25 @@ def group_costs(variants: Sequence[GroupVariants], graph: Graph, log_file: str |
     """Per group, per candidate: the variant's best measured seconds in the log (inf without a
     valid record). A group none of whose variants has a record keeps NHWC (cost 0, the rest inf);
     a group that is not a task (no reduction) costs 0."""
-    cache: dict[str, float] = {}
-    out = []
+    keys: list[list[str | None]] = []  # per group, per candidate: its task's key (None: no task)
+    tasks: dict[str, GraphTask] = {}
     for v in variants:
-        costs = []
+        keys.append([])
         for k in range(len(v.layouts)):
             o = variant_occurrence(v, k)
             if not has_reduction(o.dag) or log_file is None:
-                costs.append(0.0 if k == 0 else math.inf)
+                keys[-1].append(None)
                 continue
             key = o.dag.workload_key
-            if key not in cache:
-                task = GraphTask(o.dag, "variant", [o.group.name], 1)
-                best = best_record(log_file, task)
-                cache[key] = math.inf if best is None else float(best[1].mean_cost)
-            costs.append(cache[key])
+            tasks.setdefault(key, GraphTask(o.dag, "variant", [o.group.name], 1))
+            keys[-1].append(key)
+    # the log read once for every variant (a ResNet-50's ~60 groups read it once each before:
+    # minutes of parsing per choice on a 4500-record log)
+    found = best_records(log_file, list(tasks.values())) if tasks and log_file is not None else []
+    cache = {key: math.inf if best is None else float(best[1].mean_cost) for key, best in zip(tasks, found)}
+    out = []
+    for ks in keys:
+        costs = [(0.0 if k == 0 else math.inf) if key is None else cache[key] for k, key in enumerate(ks)]
         if all(math.isinf(c) for c in costs):
             costs = [0.0] + [math.inf] * (len(costs) - 1)
         out.append(costs)
