@@ -237,12 +237,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if calibration.run(sched) is not None:
             print(f"estimated latency, calibrated in the network as compiled now: "
                   f"{(sched.estimated_latency() or 0) * 1e3:.3f} ms")
-    if args.rounds == 0 or args.target != "native":  # the comparison below compiles natively
-        # layouts: the choice just recorded, if any
+    if args.rounds == 0 or args.target != "native" or lib is not None:
+        # layouts: the choice just recorded, if any; timed here, right after the estimate
         lib = lib or compile_network(plan, log_file=args.log, target=args.target)
         b = lib.benchmark()
-        print(f"measured latency of the compiled network: {b['mean'] * 1e3:.3f} ms per inference")
-    else:
+        print(f"measured latency of the compiled network: {b['mean'] * 1e3:.3f} ms per inference"
+              + (" (in this process; fresh processes below)" if args.rounds and args.target == "native" else ""))
+    if args.rounds and args.target == "native":  # the comparison compiles natively
         _before_after(args)
     if args.no_export:
         return 0
