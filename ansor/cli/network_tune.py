@@ -255,8 +255,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def _calibration(plan, args: argparse.Namespace, variants, candidates, group_keys, pair_keys,
                  trials: int):
     """The in-network calibration of the run (``network_calibration``): after the warm-up and
-    every quarter of the budget, each one's factors in ``LOG.calibration.tsv``; None when the network cannot run here (another --target, a
-    cluster's CPUs) or ``--no-calibrate``."""
+    every quarter of the budget, each one's factors in ``LOG.calibration.tsv``; None when the
+    network cannot run here (another --target, a cluster's CPUs) or ``--no-calibrate``."""
     from ansor.graph.network_calibration import NetworkCalibration, network_profiler  # noqa: PLC0415
 
     if getattr(args, "no_calibrate", False) or args.target != "native" or args.cluster is not None:

@@ -117,18 +117,19 @@ def calibrate(scheduler: Any, compile_profile: Callable[[], Sequence[dict[str, A
               group_keys: Sequence[Sequence[str]], pair_keys: Sequence[tuple[int, int, str]] = ()) -> Calibration | None:
     """Profile the network (``compile_profile()``: the compiled network's profile rows) and set
     the scheduler's calibration (``set_calibration``) from it; None, leaving it as it was, when
-    some task has no record yet."""
+    some task being tuned has no record yet."""
     keys = [t.workload_key for t in scheduler.tasks]
-    costs = {k: scheduler.best_cost(i) for i, k in enumerate(keys)}
-    if any(c is None or c >= NO_COST for c in costs.values()):
-        return None
+    best = [scheduler.best_cost(i) for i in range(len(keys))]
+    if any(best[i] is None or best[i] >= NO_COST for i in scheduler.tuned_tasks()):
+        return None  # a task filtered out of tuning may have no record: it runs untuned, uncosted
+    costs = {k: c for k, c in zip(keys, best) if c is not None and c < NO_COST}
     t0 = time.perf_counter()
     rows = compile_profile()
-    measured = factors_from_profile(rows, costs)  # type: ignore[arg-type]
+    measured = factors_from_profile(rows, costs)
     factors = task_factors(keys, measured, group_keys, pair_keys)
     scheduler.set_calibration(factors)
     return Calibration(factors, measured, float(sum(r["seconds"] for r in rows)), scheduler.trials,
-                       time.perf_counter() - t0, {k: costs[k] for k in measured})  # type: ignore[misc]
+                       time.perf_counter() - t0, {k: costs[k] for k in measured})
 
 
 TSV_HEADER = ["trials", "task", "record_ms", "in_network_ms", "factor"]

@@ -102,3 +102,17 @@ def test_calibration_every_k_trials_and_a_failure_keeps_the_run_going(tmp_path):
     with pytest.raises(ValueError, match="every"):
         NetworkCalibration(profile, [], every=-1)
 
+
+
+def test_a_task_filtered_out_of_tuning_does_not_stop_calibration():
+    # task 2 is not tuned (no record): the profile still costs 0 for it, the others calibrate
+    tasks = small_tasks()
+
+    def profile():
+        return [{"task": t.workload_key, "seconds": 2.0 * (s.best_cost(i) or 1e-3)} for i, t in enumerate(tasks)]
+
+    cal = NetworkCalibration(profile, [[t.workload_key] for t in tasks], every=0, file=io.StringIO())
+    s = TaskScheduler(tasks, callbacks=[cal], seed=0, task_filter=lambda i, t: i != 2)
+    s.tune(options(20, per_round=5, runner=FakeRunner()))
+    assert cal.last is not None and set(cal.last.measured) == {tasks[0].workload_key, tasks[1].workload_key}
+    assert cal.last.factors == pytest.approx([2.0, 2.0, 2.0])  # the filtered task: the median
