@@ -60,13 +60,23 @@ def benchmark_table(table: CallTable, calls: list[tuple[int, list[int]]], repeat
             "kernels": len(calls)}
 
 
-def profile_table(table: CallTable, min_repeat_ms: float, warmup_ms: float) -> list[float]:
-    """Median seconds of each call of ``table`` over the inferences of one ``min_repeat_ms``
-    repeat (at least 5), after ``warmup_ms`` of warm-up that also estimates an inference."""
+PROFILE_STATISTICS = ("median", "mean")
+
+
+def profile_table(table: CallTable, min_repeat_ms: float, warmup_ms: float,
+                  statistic: str = "median") -> list[float]:
+    """Seconds of each call of ``table`` over the inferences of one ``min_repeat_ms`` repeat (at
+    least 5), after ``warmup_ms`` of warm-up that also estimates an inference: each call's
+    median, or its mean (``statistic="mean"``: the steps then sum to the mean inference, as a
+    benchmark repeat averages its calls; the medians sum lower when steps are slow at random,
+    3-14% below ``benchmark()`` on a shared host)."""
+    if statistic not in PROFILE_STATISTICS:
+        raise ValueError(f"profile statistic must be one of {', '.join(PROFILE_STATISTICS)}, got {statistic!r}")
     run = timer.Timer(table.chain.address, [table.address])
     warm = timer.time_calls(run, repeat=1, warmup_s=max(0.0, warmup_ms) / 1e3)
     passes = max(5, math.ceil(max(0.0, min_repeat_ms) / 1e3 / max(warm.median, 1e-9)))
-    return [float(t) for t in np.median(table.profile(passes), axis=0)]
+    reduce = np.median if statistic == "median" else np.mean
+    return [float(t) for t in reduce(table.profile(passes), axis=0)]
 
 
 def pick_threads(kernels: Sequence[tuple[Any, Sequence[int]]], threads: int, rounds: int = 3,

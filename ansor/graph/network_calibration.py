@@ -18,7 +18,7 @@ the groups a fused pair replaced) takes the factor of the network position it st
 group's, a fused pair's for its two groups and the mean of its two groups' for a pair run
 apart; anything else the median factor. Factors are clamped to ``FACTOR_RANGE`` (a profile
 glitch must not make a task look free or hopeless) and each step's time is the median of
-``PROFILES`` profiles. Each calibration replaces the last one whole: the shared machines we
+``PROFILES`` profiles, each the step's mean over its inferences (``median_profile``). Each calibration replaces the last one whole: the shared machines we
 measure on drift by 10-20% over minutes (a BERT layer profiled at 10.5, 9.4, 9.5, 10.7 and
 10.9 ms within one minute), and a median over earlier calibrations lagged that drift (the
 estimate 9.4 ms, the network then measured 10.9).
@@ -222,6 +222,9 @@ def network_profiler(plan: Any, log_file: str | os.PathLike, target: str = "nati
 
 
 def median_profile(lib: Any, profiles: int = PROFILES) -> list[dict[str, Any]]:
-    """``lib.profile()`` taken ``profiles`` times, each step's seconds the median of them."""
-    runs = [lib.profile() for _ in range(max(1, profiles))]
+    """``lib.profile(statistic="mean")`` taken ``profiles`` times, each step's seconds the
+    median of them. Each profile's step times are means over its inferences, so that they sum to
+    what ``benchmark()`` times (a repeat's mean call); per-step medians summed 3-14% lower on a
+    shared host (a BERT layer: 9.55 ms profiled, 10.90 ms benchmarked right after)."""
+    runs = [lib.profile(statistic="mean") for _ in range(max(1, profiles))]
     return [{**rows[0], "seconds": statistics.median(r["seconds"] for r in rows)} for rows in zip(*runs)]

@@ -195,10 +195,12 @@ class NetworkModule:
         finally:
             self._contexts.give(ctx)
 
-    def profile(self, min_repeat_ms: float = 200, warmup_ms: float = 200) -> list[dict[str, Any]]:
+    def profile(self, min_repeat_ms: float = 200, warmup_ms: float = 200,
+                statistic: str = "median") -> list[dict[str, Any]]:
         """Each kernel call's time inside the running network (``module_benchmark.profile_table``:
         the module's call chain with the clock read natively between consecutive calls, median
-        over the inferences of one ``min_repeat_ms`` repeat after ``warmup_ms`` of warm-up): per
+        (or ``statistic="mean"``: mean) over the inferences of one ``min_repeat_ms`` repeat after
+        ``warmup_ms`` of warm-up): per
         step in run order, ``name`` (the fused group, or the transform), ``symbol`` (its kernel),
         ``task`` (its tuning task's workload key; "" for a transform, a group that is no task, or
         a module loaded from an export older than the field), ``transform`` and ``seconds``.
@@ -206,7 +208,7 @@ class NetworkModule:
         ``benchmark()['mean']`` less the executor's dispatch."""
         ctx = self._contexts.take()  # one context, as ``benchmark`` times
         try:
-            secs = profile_table(ctx.table, min_repeat_ms, warmup_ms)
+            secs = profile_table(ctx.table, min_repeat_ms, warmup_ms, statistic)
         finally:
             self._contexts.give(ctx)
         return [{"name": s.name, "symbol": s.kernel.compiled.name, "task": s.task,
