@@ -233,8 +233,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     lib = None
     if calibration is not None:  # the network just chosen, profiled: how close the estimate came
         lib = compile_network(plan, log_file=args.log, target=args.target)
-        calibration.compile_profile = functools.partial(median_profile, lib)
-        if calibration.run(sched) is not None:
+        if calibration.run(sched, functools.partial(median_profile, lib)) is not None:
             print(f"estimated latency, calibrated in the network as compiled now: "
                   f"{(sched.estimated_latency() or 0) * 1e3:.3f} ms")
     if args.rounds == 0 or args.target != "native" or lib is not None:

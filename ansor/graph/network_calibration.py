@@ -168,11 +168,13 @@ class NetworkCalibration(TaskSchedulerCallback):
         self.failed = 0
         self.tried_at: int | None = None  # the trial count of the last attempt (made or failed)
 
-    def run(self, scheduler: Any) -> Calibration | None:
-        """One calibration now; told in one line. None when a task has no record or it failed."""
+    def run(self, scheduler: Any, compile_profile: Callable[[], Sequence[dict[str, Any]]] | None = None
+            ) -> Calibration | None:
+        """One calibration now (of the network ``compile_profile`` profiles, default the one this
+        callback was made with); told in one line. None when a task has no record or it failed."""
         before = scheduler.estimated_latency()
         try:
-            cal = calibrate(scheduler, self.compile_profile, self.group_keys, self.pair_keys)
+            cal = calibrate(scheduler, compile_profile or self.compile_profile, self.group_keys, self.pair_keys)
         except Exception as err:  # noqa: BLE001 - a compile or profile failure must not end the run
             self.failed += 1
             self.tried_at = scheduler.trials
