@@ -46,8 +46,8 @@ def parse_variant(text: str) -> dict:
             if raw.lower() not in ("true", "false", "1", "0"):
                 raise SystemExit(f"--variant: {name} takes true or false, got {raw!r}")
             out[name] = raw.lower() in ("true", "1")
-        elif isinstance(cur, int):
-            out[name] = int(raw)
+        elif isinstance(cur, int) or (cur is None and str(fields[name].type) == "int | None"):
+            out[name] = int(raw)  # an optional count (None: scaled or the machine's) given
         elif isinstance(cur, float):
             out[name] = float(raw)
         else:

@@ -31,7 +31,13 @@ class SearchParams:
     """
 
     # -- evolutionary search --
-    population_size: int = 2048  # states per generation (MetaSchedule uses 512)
+    # States per generation. None (the default) scales it to the round: ``population_per_candidate``
+    # per state measured, between ``min_population`` and ``max_population`` (2048, Ansor's, at
+    # Ansor's 64 measurements per round). A given number is used as it is.
+    population_size: int | None = None
+    population_per_candidate: int = 32
+    min_population: int = 512  # MetaSchedule's population, and every few-trial figure we publish
+    max_population: int = 2048
     num_generations: int = 4  # rounds of selection + mutation after the initial population
     mutation_prob: float = 0.85  # chance a selected parent is mutated (else copied unchanged)
     eps_greedy: float = 0.05  # share of each batch of candidates drawn at random, not by the model
@@ -79,11 +85,15 @@ class SearchParams:
     mutate_parallel_weight: float = 0.01  # fuse more / fewer outer loops for parallel
 
     def __post_init__(self) -> None:
-        if self.population_size < 1 or self.num_generations < 0:
-            raise ValueError("population_size must be >= 1 and num_generations >= 0")
-        if self.population_size > MAX_POPULATION:
-            raise ValueError(f"SearchParams.population_size must be at most {MAX_POPULATION}, "
-                             f"got {self.population_size}")
+        if self.num_generations < 0:
+            raise ValueError("num_generations must be >= 0")
+        for name in ("population_size", "min_population", "max_population"):
+            v = getattr(self, name)
+            if v is not None and not 1 <= v <= MAX_POPULATION:
+                raise ValueError(f"SearchParams.{name} must be in [1, {MAX_POPULATION}], got {v}")
+        if self.min_population > self.max_population or self.population_per_candidate < 1:
+            raise ValueError("SearchParams.min_population must be <= max_population and "
+                             "population_per_candidate >= 1")
         for name in ("mutation_prob", "eps_greedy", "use_measured_ratio", "imperfect_split_prob",
                      "awkward_imperfect_split_prob", "shift_tail_prob", "pad_tail_prob",
                      "register_tile_prob", "lead_family_share"):
@@ -99,6 +109,16 @@ class SearchParams:
         if min(self.candidate_pool_factor, self.evolution_max_attempts_factor,
                self.init_max_attempts_factor, self.max_vector_registers) < 1:
             raise ValueError("SearchParams factors and max_vector_registers must be >= 1")
+
+    def population(self, num_candidates: int) -> int:
+        """States per generation in a round that measures ``num_candidates``: ``population_size``
+        if given, else scaled to the round. A round of 5 needs no 2048 states evolved under the
+        model to pick them: the search was 96% of a few-trial run's time, and every few-trial
+        figure we published used 512."""
+        if self.population_size is not None:
+            return self.population_size
+        return min(self.max_population,
+                   max(self.min_population, self.population_per_candidate * max(1, num_candidates)))
 
     def vector_width(self) -> int:
         """Widest vectorized loop (float32 lanes): lanes per register x registers."""

@@ -10,7 +10,8 @@ stage-adding steps: cache write, pack, rfactor) is measured every round as well,
 model's preference for one family cannot hide a family that is faster on this task, and half of the
 model's picks come from the family of the fastest program measured so far.
 
-Every knob is in ``SearchParams``; the defaults are the published Ansor CPU parameters.
+Every knob is in ``SearchParams``; the defaults are the published Ansor CPU parameters, except that
+the population scales with the number of states a round measures (2048 at Ansor's 64).
 """
 from __future__ import annotations
 
@@ -94,9 +95,12 @@ class SketchPolicy:
         return scores, rejected
 
     def evolutionary_search(self, init_population: Sequence[State], out_size: int,
-                            exclude_keys: set[str] | frozenset[str] = frozenset()) -> list[State]:
+                            exclude_keys: set[str] | frozenset[str] = frozenset(),
+                            population_size: int | None = None) -> list[State]:
         """Evolve ``init_population`` and return the ``out_size`` best states seen (by model score,
         best first), leaving out any whose canonical key is in ``exclude_keys``.
+        ``population_size``: children per generation (default: ``params.population`` for a round
+        of ``out_size / candidate_pool_factor`` measurements).
 
         Each generation is scored with one batched ``predict``; parents are drawn with
         probability proportional to max(score, 0) (uniformly if all are 0), mutated with
@@ -104,6 +108,8 @@ class SketchPolicy:
         """
         p = self.params
         rng = self.rng
+        size = (population_size if population_size is not None
+                else p.population(max(1, out_size // p.candidate_pool_factor)))
         pop: list[State] = []
         seen: set[str] = set()
         for s in init_population:
@@ -132,10 +138,10 @@ class SketchPolicy:
             cum = np.cumsum(weights).tolist()
             nxt: list[State] = []
             seen = set()
-            budget = p.population_size * p.evolution_max_attempts_factor
+            budget = size * p.evolution_max_attempts_factor
             attempts = 0
-            while len(nxt) < p.population_size and attempts < budget:
-                batch = min(budget - attempts, 2 * (p.population_size - len(nxt)))
+            while len(nxt) < size and attempts < budget:
+                batch = min(budget - attempts, 2 * (size - len(nxt)))
                 parents = rng.choices(pop, cum_weights=cum, k=batch)
                 for parent in parents:
                     attempts += 1
@@ -157,7 +163,7 @@ class SketchPolicy:
                         continue
                     seen.add(k)
                     nxt.append(child)
-                    if len(nxt) >= p.population_size:
+                    if len(nxt) >= size:
                         break
             self._log("generation %d: %d children of %d parents (best parent score %.4g)",
                       gen + 1, len(nxt), len(pop), float(scores.max()))
@@ -192,7 +198,7 @@ class SketchPolicy:
         ``measured_keys``, each of which lowers.
 
         ``best_states``: the best measured states of this task, best first; the first
-        ``use_measured_ratio * population_size`` of them join the initial population, so the
+        ``use_measured_ratio`` of the population (``params.population(num)``) join it, so the
         evolution refines what is known to be fast. The result lists the model's best after
         evolution first, then ``int(eps_greedy * num)`` random initial samples (epsilon-greedy;
         more if the model's list runs short, fewer if unmeasured random ones run out).
@@ -204,12 +210,14 @@ class SketchPolicy:
                   best_states: Sequence[State]) -> list[State]:
         p = self.params
         t0 = time.perf_counter()
-        n_seed = min(len(best_states), int(p.use_measured_ratio * p.population_size))
+        size = p.population(num)
+        n_seed = min(len(best_states), int(p.use_measured_ratio * size))
         seeds = self._reseed(best_states, n_seed)
         sample_stats: dict = {}
-        fresh = self.sample_initial_population(p.population_size - len(seeds), sample_stats)
+        fresh = self.sample_initial_population(size - len(seeds), sample_stats)
         t1 = time.perf_counter()
-        ranked = self.evolutionary_search(fresh + seeds, num * p.candidate_pool_factor, measured_keys)
+        ranked = self.evolutionary_search(fresh + seeds, num * p.candidate_pool_factor, measured_keys,
+                                          population_size=size)
         t2 = time.perf_counter()
 
         n_random = min(num, int(p.eps_greedy * num))

@@ -131,8 +131,9 @@ def add_tuning_options(p: argparse.ArgumentParser, *, log_help: str, trials_help
                    help="random seed of the search and the cost model (a fixed seed makes a run "
                    "reproducible up to measurement noise)")
     p.add_argument("--population", type=argtypes.population(MIN_POPULATION), metavar="N",
-                   help=f"evolutionary search population per round (default 2048, as Ansor; "
-                   f"smaller is faster; at least {MIN_POPULATION})")
+                   help=f"evolutionary search population per round (default: 32 per measurement "
+                   f"of the round, 512 to 2048, so 2048 at Ansor's 64 per round; smaller is "
+                   f"faster; at least {MIN_POPULATION})")
     add_measurement_options(p, timeout_help)
     p.add_argument("--cache", choices=CACHE_MODES, default=cache_default,
                    help=f"{CACHE_HELP} (default {cache_default}); records say which, and a run "

@@ -223,7 +223,7 @@ def test_tuning_options_have_upper_bounds(kw, why):
 def test_search_params_population_has_an_upper_bound():
     from sketch.search_params import MAX_POPULATION, SearchParams
 
-    with pytest.raises(ValueError, match=f"population_size must be at most {MAX_POPULATION}"):
+    with pytest.raises(ValueError, match=rf"population_size must be in \[1, {MAX_POPULATION}\]"):
         SearchParams(population_size=10**12)
     assert SearchParams(population_size=MAX_POPULATION).population_size == MAX_POPULATION
 

@@ -52,7 +52,7 @@ def policy(name: str = "matmul", model: CostModel | None = None, params: SearchP
 
 def test_published_defaults():
     p = SearchParams()
-    assert (p.population_size, p.num_generations, p.mutation_prob, p.eps_greedy) == (2048, 4, 0.85, 0.05)
+    assert (p.population(64), p.num_generations, p.mutation_prob, p.eps_greedy) == (2048, 4, 0.85, 0.05)
     assert (p.init_min_population, p.use_measured_ratio, p.max_innermost_split_factor) == (50, 0.2, 64)
     assert p.auto_unroll_steps == (0, 16, 64, 512) and p.parallel_extent_per_core == 16
     assert (p.mutate_tile_size_weight, p.mutate_compute_location_weight,
@@ -60,9 +60,21 @@ def test_published_defaults():
     assert SearchParams(max_vector_lanes=16, max_vector_registers=1).vector_width() == 16
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.population_size = 3  # type: ignore[misc]
-    for bad in ({"mutation_prob": 1.5}, {"population_size": 0}, {"auto_unroll_steps": ()}):
+    for bad in ({"mutation_prob": 1.5}, {"population_size": 0}, {"auto_unroll_steps": ()},
+                {"min_population": 4096, "max_population": 2048}, {"population_per_candidate": 0}):
         with pytest.raises(ValueError):
             SearchParams(**bad)
+
+
+def test_population_scales_with_the_round_unless_given():
+    p = SearchParams()
+    # 32 per state measured, between 512 and 2048: Ansor's 2048 at its 64 per round, 512 (what
+    # every few-trial figure used) for the 5 to 16 of a small budget.
+    assert [p.population(n) for n in (1, 5, 16, 20, 64, 200)] == [512, 512, 512, 640, 2048, 2048]
+    assert SearchParams(population_size=100).population(64) == 100  # a given size is kept
+    pol = policy("matmul_relu", params=SearchParams())
+    pol.generate_measure_candidates(5, set(), [])
+    assert pol.last_round_stats["population_size"] == 512
 
 
 def test_evolutionary_search_returns_distinct_valid_unmeasured_states():
