@@ -227,7 +227,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.log):
         return 0
     if variants is not None or candidates:
-        code = _choose(plan, args, variants, candidates)
+        code = _choose(plan, args, variants, candidates, calibration.key_factors() if calibration else None)
         if code:
             return code
     lib = None
@@ -261,14 +261,18 @@ def _calibration(plan, args: argparse.Namespace, variants, candidates, group_key
     if getattr(args, "no_calibrate", False) or args.target != "native" or args.cluster is not None:
         return None
     choose = None
+    cal: list[NetworkCalibration] = []  # the callback, for the choice made before each profile
     if variants is not None or candidates:
         from ansor.graph.network_choice import choose_network  # noqa: PLC0415 - start-up time
 
-        def choose() -> None:
-            choose_network(plan, args.log, candidates, variants, blocked=getattr(args, "layout_tuning", False),
-                           winograd=getattr(args, "winograd", False), cache=args.cache)
-    return NetworkCalibration(network_profiler(plan, args.log, args.target, choose), group_keys, pair_keys,
-                              every=max(1, trials // 4), tsv=f"{args.log}.calibration.tsv")
+        def choose():  # the variants weighed by the last calibration's in-network factors
+            return choose_network(plan, args.log, candidates, variants,
+                                  blocked=getattr(args, "layout_tuning", False),
+                                  winograd=getattr(args, "winograd", False), cache=args.cache,
+                                  factors=cal[0].key_factors())
+    cal.append(NetworkCalibration(network_profiler(plan, args.log, args.target, choose), group_keys, pair_keys,
+                                  every=max(1, trials // 4), tsv=f"{args.log}.calibration.tsv"))
+    return cal[0]
 
 
 def export_path(log: str) -> str:
@@ -293,9 +297,10 @@ def side_plot(history: str, out: str) -> None:
               f"{why.splitlines()[0]}", file=sys.stderr)
 
 
-def _choose(plan, args: argparse.Namespace, variants, candidates) -> int:
-    """Choose the fused pairs, then the layouts of the network they leave (``network_choice``),
-    print both and the estimate of the network as compiled; 1 when the choice fails."""
+def _choose(plan, args: argparse.Namespace, variants, candidates, factors=None) -> int:
+    """Choose the fused pairs, then the layouts of the network they leave (``network_choice``;
+    ``factors``: the last calibration's, scaling the variants' records), print both and the
+    estimate of the network as compiled; 1 when the choice fails."""
     from ansor.graph.layout_sidecar import LayoutFileError, sidecar_path  # noqa: PLC0415
     from ansor.graph.layout_solver import LayoutSolverError  # noqa: PLC0415
     from ansor.graph.network_choice import choose_network  # noqa: PLC0415 - start-up time
@@ -305,21 +310,23 @@ def _choose(plan, args: argparse.Namespace, variants, candidates) -> int:
         with use_target(args.target):
             choice = choose_network(plan, args.log, candidates, variants,
                                     blocked=getattr(args, "layout_tuning", False),
-                                    winograd=getattr(args, "winograd", False), cache=args.cache)
+                                    winograd=getattr(args, "winograd", False), cache=args.cache,
+                                    factors=factors)
     except (LayoutFileError, LayoutSolverError) as err:
         print(f"ansor network tune: layout tuning: {err}", file=sys.stderr)
         return 1
     if choice.pairs is not None:
         _show_pairs(choice.pairs)
     if choice.layouts is not None:
-        _show_layouts(choice.layouts, choice.variants, sidecar_path(args.log))
+        _show_layouts(choice.layouts, choice.variants, sidecar_path(args.log), factors is not None)
     _show_estimate(plan, args)
     return 0
 
 
-def _show_layouts(choice, variants, side) -> None:
-    """The solved layouts, per group with its candidates' costs."""
-    rows = [("group", "layout", "candidates (ms)")]
+def _show_layouts(choice, variants, side, in_network: bool = False) -> None:
+    """The solved layouts, per group with its candidates' costs (``in_network``: records scaled
+    by the calibration's factors)."""
+    rows = [("group", "layout", "candidates (ms, in the network)" if in_network else "candidates (ms)")]
     for v, lay, costs in zip(variants, choice.layouts, choice.group_costs):
         shown = ", ".join(f"{n} {c * 1e3:.3f}" if c != float("inf") else f"{n} -"
                           for n, c in zip(v.layouts, costs))

@@ -37,7 +37,7 @@ import hashlib
 import math
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,11 +235,12 @@ def measure_transforms(keys: Sequence[TransformKey], builder: Builder | None = N
 
 # ---------------------------------------------------------------- the problem and its solution
 
-def group_costs(variants: Sequence[GroupVariants], graph: Graph, log_file: str | os.PathLike | None
-                 ) -> list[list[float]]:
+def group_costs(variants: Sequence[GroupVariants], graph: Graph, log_file: str | os.PathLike | None,
+                factors: Mapping[str, float] | None = None) -> list[list[float]]:
     """Per group, per candidate: the variant's best measured seconds in the log (inf without a
-    valid record). A group none of whose variants has a record keeps NHWC (cost 0, the rest inf);
-    a group that is not a task (no reduction) costs 0."""
+    valid record), times ``factors[its workload key]`` where given (its slowdown in the
+    compiled network, ``network_calibration``). A group none of whose variants has a record
+    keeps NHWC (cost 0, the rest inf); a group that is not a task (no reduction) costs 0."""
     keys: list[list[str | None]] = []  # per group, per candidate: its task's key (None: no task)
     tasks: dict[str, GraphTask] = {}
     for v in variants:
@@ -255,7 +256,9 @@ def group_costs(variants: Sequence[GroupVariants], graph: Graph, log_file: str |
     # the log read once for every variant (a ResNet-50's ~60 groups read it once each before:
     # minutes of parsing per choice on a 4500-record log)
     found = best_records(log_file, list(tasks.values())) if tasks and log_file is not None else []
-    cache = {key: math.inf if best is None else float(best[1].mean_cost) for key, best in zip(tasks, found)}
+    scale = factors or {}
+    cache = {key: math.inf if best is None else float(best[1].mean_cost) * scale.get(key, 1.0)
+             for key, best in zip(tasks, found)}
     out = []
     for ks in keys:
         costs = [(0.0 if k == 0 else math.inf) if key is None else cache[key] for k, key in enumerate(ks)]
@@ -312,11 +315,12 @@ def solve_layouts(graph: Graph, log_file: str | os.PathLike, builder: Builder | 
                   runner: Runner | None = None,
                   hw: HardwareParams | None = None, record: bool = True,
                   variants: Sequence[GroupVariants] | None = None,
-                  cache: str | None = None) -> LayoutChoice:
+                  cache: str | None = None, factors: Mapping[str, float] | None = None) -> LayoutChoice:
     """Pick each group's layout from the variants' best times in ``log_file`` and the transform
     costs (cached in the sidecar; the missing ones measured now and appended), solve, and append
     the choice to the sidecar (``record``). ``variants``: ``layout_variants`` of the network when
-    the caller has them (made from ``NetworkPlan.groups``: nothing fused or lowered again)."""
+    the caller has them (made from ``NetworkPlan.groups``: nothing fused or lowered again).
+    ``factors``: per workload key, the variant's slowdown in the network (``group_costs``)."""
     variants = list(variants) if variants is not None else layout_variants(graph, hw)
     occ = [v.occurrence for v in variants]
     side = sidecar_path(log_file)
@@ -330,7 +334,7 @@ def solve_layouts(graph: Graph, log_file: str | os.PathLike, builder: Builder | 
         write_transform_costs(side, fresh, mode)
     costs = {**cached, **fresh}
     used = {k: costs[k] for k in needed}
-    gcosts = group_costs(variants, graph, log_file)
+    gcosts = group_costs(variants, graph, log_file, factors)
     sol = solve(build_problem(graph, variants, gcosts, used))
     layouts = tuple(v.layouts[sol.choice[f"g{i}"]] for i, v in enumerate(variants))
     net = network_key(occ)

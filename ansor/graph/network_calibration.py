@@ -23,6 +23,13 @@ measure on drift by 10-20% over minutes (a BERT layer profiled at 10.5, 9.4, 9.5
 10.9 ms within one minute), and a median over earlier calibrations lagged that drift (the
 estimate 9.4 ms, the network then measured 10.9).
 
+Where Winograd variants are tuned, the network with each Winograd conv swapped for the direct one
+(and each direct conv with a Winograd variant for its best one) is profiled beside it
+(``alternative_layouts``), so both ways of a conv have an in-network factor and the variant
+choice (``network_choice.choose_network(factors=...)``) weighs them by it: ResNet-50's F(6, 3)
+56x56 conv ran 1.58x its record in the network where the direct 56x56 convs ran 1.2-1.4x
+theirs (Zen 4, 2026-11-28), so a choice on records alone favoured Winograd.
+
 ``NetworkCalibration`` (a scheduler callback) calibrates once every task has a record (after
 the warm-up) and again every ``every`` new trials, so the gradient weighs each task by what it
 costs in the network; ``calibrate`` is the same step once more after tuning, on the network the
@@ -43,14 +50,16 @@ from typing import Any, TextIO
 from ..scheduler_policy import NO_COST
 from ..scheduler_progress import TaskSchedulerCallback
 
-__all__ = ["FACTOR_RANGE", "Calibration", "NetworkCalibration", "calibrate", "factors_from_profile",
-           "append_tsv", "median_profile", "network_profiler", "task_factors"]
+__all__ = ["ALTERNATIVE", "FACTOR_RANGE", "Calibration", "NetworkCalibration", "alternative_layouts", "calibrate",
+           "factors_from_profile", "append_tsv", "median_profile", "network_profiler", "task_factors"]
 
 # Factors outside this range are clamped (a kernel 8x slower in the network than alone is
 # beyond anything measured; 0.25x faster would be a record from a slow moment of the machine).
 FACTOR_RANGE = (0.25, 8.0)
 # Profiles per calibration; each step's time is its median over them.
 PROFILES = 3
+# The key marking a profile row of the alternative network (``network_profiler``).
+ALTERNATIVE = "alternative"
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,12 @@ class Calibration:
     at_trials: int
     seconds: float
     records: dict[str, float]  # the best recorded cost (s) each measured factor divides
+    keys: tuple[str, ...] = ()  # the scheduler tasks' workload keys, in ``factors``' order
+    alternative_seconds: float | None = None  # the alternative network's kernels (``network_profiler``)
+
+    def by_key(self) -> dict[str, float]:
+        """Workload key -> factor, for every scheduler task (what ``choose_network`` scales by)."""
+        return dict(zip(self.keys, self.factors))
 
 
 def _clamp(f: float) -> float:
@@ -128,8 +143,10 @@ def calibrate(scheduler: Any, compile_profile: Callable[[], Sequence[dict[str, A
     measured = factors_from_profile(rows, costs)
     factors = task_factors(keys, measured, group_keys, pair_keys)
     scheduler.set_calibration(factors)
-    return Calibration(factors, measured, float(sum(r["seconds"] for r in rows)), scheduler.trials,
-                       time.perf_counter() - t0, {k: costs[k] for k in measured})
+    alt = [r for r in rows if r.get(ALTERNATIVE)]
+    return Calibration(factors, measured, float(sum(r["seconds"] for r in rows if not r.get(ALTERNATIVE))),
+                       scheduler.trials, time.perf_counter() - t0, {k: costs[k] for k in measured},
+                       tuple(keys), float(sum(r["seconds"] for r in alt)) if alt else None)
 
 
 TSV_HEADER = ["trials", "task", "record_ms", "in_network_ms", "factor"]
@@ -192,12 +209,19 @@ class NetworkCalibration(TaskSchedulerCallback):
                 self.tsv = None
         after = scheduler.estimated_latency()
         slow = sorted(cal.measured.items(), key=lambda kv: -kv[1])[:1]
+        alt = ("" if cal.alternative_seconds is None else
+               f" (Winograd and direct swapped: {cal.alternative_seconds * 1e3:.3f} ms)")
         print(f"calibrated in the network at trial {cal.at_trials}: kernels {cal.profile_seconds * 1e3:.3f} ms "
-              f"in the network; estimate {_ms(before)} -> {_ms(after)} ms; factors "
+              f"in the network{alt}; estimate {_ms(before)} -> {_ms(after)} ms; factors "
               f"{min(cal.factors):.2f}-{max(cal.factors):.2f}"
               + (f" (largest {slow[0][1]:.2f}x)" if slow else "") + f"; took {cal.seconds:.1f} s",
               file=self.file or sys.stdout, flush=True)
         return cal
+
+    def key_factors(self) -> dict[str, float] | None:
+        """The last calibration's factor per workload key (None before the first): what the
+        graph-level choice scales the variants' records by."""
+        return self.last.by_key() if self.last is not None else None
 
     def post_tune(self, scheduler: Any, task_id: int) -> None:
         if self.tried_at is None or (self.every > 0 and scheduler.trials - self.tried_at >= self.every):
@@ -209,18 +233,44 @@ def _ms(x: float | None) -> str:
 
 
 def network_profiler(plan: Any, log_file: str | os.PathLike, target: str = "native",
-                     choose: Callable[[], None] | None = None) -> Callable[[], list[dict[str, Any]]]:
+                     choose: Callable[[], Any] | None = None) -> Callable[[], list[dict[str, Any]]]:
     """``compile_profile`` for ``NetworkCalibration``: ``choose()`` (the graph-level choice,
-    written to the log's sidecar), then ``plan`` compiled from ``log_file`` as the compile would
-    build it (``fuse_pairs``/``layouts`` "auto") and profiled."""
+    written to the log's sidecar; a ``network_choice.NetworkChoice`` or None), then ``plan``
+    compiled from ``log_file`` as the compile would build it (``fuse_pairs``/``layouts``
+    "auto") and profiled. Where the choice runs a conv as Winograd or has Winograd variants it
+    did not take, the network with each of those groups swapped (``alternative_layouts``) is
+    compiled and profiled too, its rows marked ``ALTERNATIVE``: both ways of each such conv then
+    have a factor measured in the network, and the next choice weighs them by it."""
     def run() -> list[dict[str, Any]]:
         from .executor import compile_network  # noqa: PLC0415 - the executor imports much
 
-        if choose is not None:
-            choose()
+        choice = choose() if choose is not None else None
         lib = compile_network(plan, log_file=log_file, target=target, verbose=False)
-        return median_profile(lib)
+        rows = median_profile(lib)
+        alt = alternative_layouts(choice) if choice is not None else None
+        if alt is not None:
+            other = compile_network(plan, log_file=log_file, target=target, verbose=False, layouts=alt)
+            rows += [{**r, ALTERNATIVE: True} for r in median_profile(other)]
+        return rows
     return run
+
+
+def alternative_layouts(choice: Any) -> list[str] | None:
+    """The chosen layouts (``choice``: a ``NetworkChoice``) with every Winograd group run direct
+    (NHWC) and every direct group that has a Winograd variant with a record run as its best one;
+    None when no group has both. Activations stay NHWC either way, so no transform moves."""
+    if choice is None or choice.layouts is None or choice.variants is None:
+        return None
+    out = list(choice.layouts.layouts)
+    swapped = False
+    for i, (v, costs) in enumerate(zip(choice.variants, choice.layouts.group_costs)):
+        names = list(v.layouts)
+        wino = [(c, n) for n, c in zip(names, costs) if n.startswith("winograd") and c != float("inf")]
+        if out[i].startswith("winograd") and "NHWC" in names and costs[names.index("NHWC")] != float("inf"):
+            out[i], swapped = "NHWC", True
+        elif out[i] == "NHWC" and wino:
+            out[i], swapped = min(wino)[1], True
+    return out if swapped else None
 
 
 def median_profile(lib: Any, profiles: int = PROFILES) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .ir import Graph
@@ -38,10 +38,14 @@ class NetworkChoice:
 
 def choose_network(plan: NetworkPlan, log_file: str | os.PathLike, candidates: Sequence[PairCandidate] | None,
                    variants: Sequence | None, blocked: bool = False, winograd: bool = False,
-                   cache: str | None = None) -> NetworkChoice:
+                   cache: str | None = None, factors: Mapping[str, float] | None = None) -> NetworkChoice:
     """Choose the pairs (``candidates``) then the variants (``variants``, the ``layout_variants``
     of ``plan.groups`` tuned with ``blocked`` layouts / ``winograd``) from ``log_file`` and record
-    both beside it. Transforms missing from the sidecar are measured (``cache`` mode)."""
+    both beside it. Transforms missing from the sidecar are measured (``cache`` mode).
+    ``factors``: per workload key, how much slower the task's kernel ran in the compiled network
+    than its records (``network_calibration``): the variants are chosen on their records scaled
+    by them, so a Winograd conv that loses more in the network than the direct one (its larger
+    transformed tensors) is chosen on what it costs there. The pairs are chosen on records."""
     graph: Graph = plan.graph
     pairs = None
     merged = plan
@@ -63,5 +67,5 @@ def choose_network(plan: NetworkPlan, log_file: str | os.PathLike, candidates: S
             solved = list(variants)
         else:  # the untouched groups keep their variants; a merged group is offered NHWC only
             solved = layout_variants(graph, occurrences=merged.groups, blocked=blocked, winograd=winograd)
-        layouts = solve_layouts(graph, log_file, variants=solved, cache=cache)
+        layouts = solve_layouts(graph, log_file, variants=solved, cache=cache, factors=factors)
     return NetworkChoice(pairs, merged, layouts, solved)

@@ -11,8 +11,8 @@ import io
 
 import pytest
 
-from ansor.graph.network_calibration import (FACTOR_RANGE, NetworkCalibration, factors_from_profile,
-                                             task_factors)
+from ansor.graph.network_calibration import (ALTERNATIVE, FACTOR_RANGE, NetworkCalibration, calibrate,
+                                             factors_from_profile, task_factors)
 from ansor.task_scheduler import TaskScheduler
 
 from ..sched_fakes import FakeRunner
@@ -116,3 +116,16 @@ def test_a_task_filtered_out_of_tuning_does_not_stop_calibration():
     s.tune(options(20, per_round=5, runner=FakeRunner()))
     assert cal.last is not None and set(cal.last.measured) == {tasks[0].workload_key, tasks[1].workload_key}
     assert cal.last.factors == pytest.approx([2.0, 2.0, 2.0])  # the filtered task: the median
+
+
+def test_the_alternative_networks_rows_give_factors_but_not_the_networks_time():
+    tasks = small_tasks()
+    s = primed(tasks, costs=[1e-3, 2e-3, 3e-3])
+    keys = [t.workload_key for t in tasks]
+    # groups: task 0 alone; tasks 1 and 2 two variants of one group (2 chosen, 1 the alternative)
+    rows = [{"task": keys[0], "seconds": 1e-3}, {"task": keys[2], "seconds": 6e-3},
+            {"task": keys[0], "seconds": 3e-3, ALTERNATIVE: True}, {"task": keys[1], "seconds": 3e-3, ALTERNATIVE: True}]
+    cal = calibrate(s, lambda: rows, [[keys[0]], [keys[1], keys[2]]])
+    assert cal.profile_seconds == pytest.approx(7e-3) and cal.alternative_seconds == pytest.approx(6e-3)
+    assert cal.measured == pytest.approx({keys[0]: 2.0, keys[1]: 1.5, keys[2]: 2.0})  # key 0: both networks
+    assert cal.by_key() == dict(zip(keys, cal.factors))

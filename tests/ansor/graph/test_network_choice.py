@@ -14,7 +14,8 @@ import ansor
 from ansor.graph import GraphBuilder, GraphError
 from ansor.graph.executor import plan_as_compiled
 from ansor.graph.layout_sidecar import LayoutFileError, read_pair_choices, sidecar_path
-from ansor.graph.layout_tuning import layout_variants, network_key, variant_tasks
+from ansor.graph.layout_tuning import layout_variants, network_key, variant_occurrence, variant_tasks
+from ansor.graph.network_calibration import alternative_layouts
 from ansor.graph.network_choice import choose_network
 from ansor.graph.network_estimate import estimate_network
 from ansor.graph.plan import plan_network
@@ -123,5 +124,25 @@ def test_network_tune_fuse_pairs_with_winograd_through_the_cli(tmp_path, monkeyp
     out = capsys.readouterr().out
     assert "conv1x1+conv3x3 1x8x8x16" in out and "candidate(s) run as one kernel" in out
     assert "Winograd; estimated" in out and "estimated latency of the network as compiled: " in out
+    # calibrated with the 3x3 the other way too, and the variants chosen on in-network costs
+    assert "(Winograd and direct swapped: " in out and "candidates (ms, in the network)" in out
     assert network_key(plan.groups) in read_pair_choices(sidecar_path(log))
     assert_network_matches(ansor.compile_network(g, log, verbose=False), g, atol=1e-4)
+
+
+def test_in_network_factors_choose_the_variant_and_the_alternative_swaps_it(tmp_path):
+    """Winograd 0.2 s by its record beats the direct 1 s, but not once it is measured 6x slower
+    in the network (``factors``); ``alternative_layouts`` is the network with that conv the
+    other way, what the calibration profiles beside the chosen one."""
+    g, plan, variants, cands, log = _setup(tmp_path, fused=5.0, wino=0.2, name="inet")
+    choice = choose_network(plan, log, None, variants, winograd=True)
+    wino = choice.layouts.layouts[1]
+    assert wino.startswith("winograd") and alternative_layouts(choice) == ["NHWC", "NHWC"]
+    keys = {n: variant_occurrence(variants[1], k).dag.workload_key for k, n in enumerate(variants[1].layouts)}
+    slow = {keys[n]: 6.0 for n in keys if n.startswith("winograd")}
+    choice = choose_network(plan, log, None, variants, winograd=True, factors=slow)
+    assert choice.layouts.layouts == ("NHWC", "NHWC")
+    assert choice.layouts.group_costs[1][list(variants[1].layouts).index(wino)] == pytest.approx(1.2)
+    alt = alternative_layouts(choice)
+    assert alt[0] == "NHWC" and alt[1].startswith("winograd")  # the best Winograd by (scaled) cost
+    assert plan_as_compiled(plan, log).layouts == ("NHWC", "NHWC")  # the sidecar has the new choice
