@@ -1,7 +1,7 @@
 """A zoo of whole networks built with ``GraphBuilder``, with deterministic random weights.
 
     g = ansor.networks.get("resnet-50", batch=1)
-    ansor.networks.list()   # ['bert-base-layer', 'mobilenet-v2', 'resnet-18', 'resnet-50']
+    ansor.networks.list()   # ['bert-base-layer', 'efficientnet-b0', 'mobilenet-v2', 'resnet-18', 'resnet-50']
 
 CNNs are NHWC (input ``data`` of shape ``[batch, 224, 224, 3]``, ``image_size=`` changes it) and
 return logits ``[batch, 1000]``; batch norm is folded into each conv (a conv, then a bias add),
@@ -50,7 +50,13 @@ class _Net:
             return self.b.relu(y, name=f"{name}_relu")
         if act == "relu6":
             return self.b.relu6(y, name=f"{name}_relu6")
+        if act == "swish":
+            return self.swish(y, name)
         return y
+
+    def swish(self, y: Var, name: str) -> Var:
+        """SiLU, x * sigmoid(x), as an ONNX export writes it."""
+        return self.b.mul(y, self.b.sigmoid(y, name=f"{name}_sigmoid"), name=f"{name}_swish")
 
     def classifier(self, x: Var, classes: int) -> Var:
         y = self.b.global_avg_pool(x)
@@ -107,6 +113,37 @@ def _mobilenet_v2(batch: int, image_size: int, seed: int, classes: int = 1000) -
     return b.build(net.classifier(x, classes))
 
 
+def _efficientnet_b0(batch: int, image_size: int, seed: int, classes: int = 1000) -> Graph:
+    """EfficientNet-B0: MBConv blocks (1x1 expand, depthwise 3x3 or 5x5, squeeze-excite, 1x1
+    project), SiLU activations, the SE's reduced width a quarter of the block's input channels
+    and its gate a sigmoid scaling the depthwise output per channel."""
+    net = _Net("efficientnet-b0", seed)
+    b = net.b
+    x = b.input("data", (batch, image_size, image_size, 3))
+    x = net.conv(x, 32, 3, 2, act="swish", name="stem")
+    cin = 32
+    # (expansion, output channels, repeats, first stride, kernel), the B0 table
+    cfg = [(1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3),
+           (6, 112, 3, 1, 5), (6, 192, 4, 2, 5), (6, 320, 1, 1, 3)]
+    k = 0
+    for t, c, n, s, ks in cfg:
+        for i in range(n):
+            k += 1
+            stride, p, hidden = (s if i == 0 else 1), f"block{k}", cin * t
+            y = net.conv(x, hidden, 1, act="swish", name=f"{p}_expand") if t != 1 else x
+            y = net.conv(y, hidden, ks, stride, groups=hidden, act="swish", name=f"{p}_dw")
+            se = b.global_avg_pool(y, name=f"{p}_se_pool")
+            se = net.conv(se, max(1, cin // 4), 1, act="swish", name=f"{p}_se_reduce")
+            se = net.conv(se, hidden, 1, act=None, name=f"{p}_se_expand")
+            y = b.mul(y, b.sigmoid(se, name=f"{p}_se_gate"), name=f"{p}_se_scale")
+            use_res = stride == 1 and cin == c
+            y = net.conv(y, c, 1, act=None, gain=0.5 if use_res else 1.0, name=f"{p}_project")
+            x = b.add(x, y, name=f"{p}_add") if use_res else y
+            cin = c
+    x = net.conv(x, 1280, 1, act="swish", name="head")
+    return b.build(net.classifier(x, classes))
+
+
 def _bert_layer(batch: int, seq_len: int, seed: int, hidden: int = 768, heads: int = 12, ffn: int = 3072) -> Graph:
     net = _Net("bert-base-layer", seed)
     b, rng = net.b, net.rng
@@ -152,6 +189,7 @@ _ZOO: dict[str, tuple[Callable[..., Graph], dict[str, Any]]] = {
     "resnet-18": (lambda batch, image_size, seed: _resnet(18, batch, image_size, seed), {"image_size": 224}),
     "resnet-50": (lambda batch, image_size, seed: _resnet(50, batch, image_size, seed), {"image_size": 224}),
     "mobilenet-v2": (_mobilenet_v2, {"image_size": 224}),
+    "efficientnet-b0": (_efficientnet_b0, {"image_size": 224}),
     "bert-base-layer": (_bert_layer, {"seq_len": 128}),
 }
 

@@ -84,6 +84,7 @@ def test_only_reductions_are_tasks_unless_asked():
     ("resnet-50", {}, 27, 56),
     ("mobilenet-v2", {}, 32, 54),
     ("bert-base-layer", {}, 8, 11),
+    ("efficientnet-b0", {}, 58, 99),  # the SE's pool and two 1x1 convs: tasks of their own
 ])
 def test_zoo_task_counts(name, kwargs, n_tasks, total):
     tasks, weights = extract_tasks(ansor.networks.get(name, **kwargs))

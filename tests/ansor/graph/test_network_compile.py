@@ -27,6 +27,7 @@ def _check(g, rtol=1e-4):
 
 
 @pytest.mark.parametrize("name, kwargs", [("resnet-18", {"image_size": 32}),
+                                          ("efficientnet-b0", {"image_size": 32}),
                                           ("bert-base-layer", {"seq_len": 8})])
 def test_zoo_network_matches_reference(name, kwargs):
     _check(ansor.networks.get(name, **kwargs))

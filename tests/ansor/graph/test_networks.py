@@ -18,7 +18,7 @@ def _run(g, seed=0):
 
 
 def test_list():
-    assert ansor.networks.list() == ["bert-base-layer", "mobilenet-v2", "resnet-18", "resnet-50"]
+    assert ansor.networks.list() == ["bert-base-layer", "efficientnet-b0", "mobilenet-v2", "resnet-18", "resnet-50"]
 
 
 def test_bert_layer():
@@ -50,6 +50,19 @@ def test_mobilenet_v2():
     assert out.shape == (1, 1000) and np.isfinite(out).all() and out.std() > 1e-3
 
 
+def test_efficientnet_b0():
+    g = networks.get("efficientnet-b0")
+    counts = g.op_counts()
+    # stem + 16 blocks (15 expand, 16 depthwise, 2 SE convs, 1 project each) + head
+    assert counts["conv2d"] == 1 + 15 + 16 * 4 + 1 and counts["global_avg_pool"] == 17
+    depthwise = [n for n in g.nodes if n.op == "conv2d" and n.attrs["groups"] > 1]
+    assert sorted({g.type_of(n.inputs[1]).shape[0] for n in depthwise}) == [3, 5]
+    assert g.type_of("block16_se_scale").shape == (1, 7, 7, 1152)
+    assert g.type_of("block2_se_reduce").shape == (1, 1, 1, 4)  # a quarter of the block's input
+    out = _run(networks.get("efficientnet-b0", image_size=64))
+    assert out.shape == (1, 1000) and np.isfinite(out).all() and out.std() > 1e-3
+
+
 def test_resnet18_small_image_and_determinism():
     g = networks.get("resnet-18", image_size=64)
     assert g.op_counts()["conv2d"] == 20
@@ -78,7 +91,7 @@ def test_resnet50_builds_and_prints():
 
 
 def test_bad_names_and_options():
-    with pytest.raises(ValueError, match=r"unknown network 'resnet-19'; available: bert-base-layer, mobilenet-v2"):
+    with pytest.raises(ValueError, match=r"unknown network 'resnet-19'; available: bert-base-layer, efficientnet-b0, mobilenet-v2"):
         networks.get("resnet-19")
     with pytest.raises(ValueError, match=r"network 'resnet-18' takes option\(s\) image_size, not seq_len"):
         networks.get("resnet-18", seq_len=3)

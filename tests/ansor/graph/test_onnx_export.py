@@ -27,7 +27,7 @@ def _check(g, tmp_path, rtol=1e-4):
 
 
 @pytest.mark.parametrize("name, kwargs", [("resnet-18", {"image_size": 32}), ("mobilenet-v2", {"image_size": 32}),
-                                          ("bert-base-layer", {"seq_len": 8})])
+                                          ("efficientnet-b0", {"image_size": 32}), ("bert-base-layer", {"seq_len": 8})])
 def test_zoo_networks(tmp_path, name, kwargs):
     m = _check(ansor.networks.get(name, **kwargs), tmp_path)
     ops = [n.op_type for n in m.graph.node]
