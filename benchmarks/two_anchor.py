@@ -51,6 +51,7 @@ def pair_table(graph, log: Path) -> str:
     from ansor.graph.two_anchor import choose_pairs, pair_candidates  # noqa: PLC0415
 
     plan = plan_network(graph)
+    graph = plan.graph  # scales folded into their convs (``scale_fold``): the groups' graph
     choices = choose_pairs(graph, plan.groups, pair_candidates(graph, plan.groups), log)
     rows = ["| pair | groups | fused (ms) | separate (ms) | speed-up | runs |", "| --- | --- | ---: | ---: | ---: | --- |"]
     ratios = []

@@ -76,7 +76,8 @@ def _system_fn(job: dict, graph: Any, feeds: dict[str, np.ndarray], threads: int
         lib = compile_network(graph, log_file=log, verbose=False,
                               layout_rewrite=system != "ansor-no-rewrite", untuned=untuned,
                               layouts=None if job.get("layouts") == "nhwc" else "auto",
-                              fuse_pairs=None if job.get("fuse_pairs") == "none" else "auto")
+                              fuse_pairs=None if job.get("fuse_pairs") == "none" else "auto",
+                              fold_scales=job.get("fold_scales") != "none")
         return lambda: [v for v in lib.run(feeds).values()]
     if system == "onnxruntime":
         import onnxruntime as ort  # noqa: PLC0415 - optional peer
@@ -169,8 +170,8 @@ def compare_network(model: str, options: dict | None = None, systems: Sequence[s
     """Median seconds per inference of each system over ``rounds`` alternating fresh-process
     rounds: ``{system: {"seconds": median or None, "rounds": [...], "error": str (if any)}}``.
     ``variants``: named compilations of our own instead of ``systems`` (name -> the job fields
-    that make it, e.g. ``{"fuse_pairs": "none"}`` or ``{"layouts": "nhwc"}``), timed the same way,
-    with the ``peers`` named (``"onnxruntime"``, ``"torch"``) in the same alternation."""
+    that make it, e.g. ``{"fuse_pairs": "none"}``, ``{"layouts": "nhwc"}`` or
+    ``{"fold_scales": "none"}``), timed the same way, with the ``peers`` named (``"onnxruntime"``, ``"torch"``) in the same alternation."""
     if variants is not None:
         unknown = [p for p in peers if p not in SYSTEMS or p.startswith("ansor") or p in variants]
         if unknown:

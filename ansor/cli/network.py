@@ -41,7 +41,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
         from ansor.graph.two_anchor import pair_candidates, pair_tasks  # noqa: PLC0415
 
         plan = plan_network(g)
-        more, more_w = pair_tasks(g, pair_candidates(g, plan.groups))
+        more, more_w = pair_tasks(plan.graph, pair_candidates(plan.graph, plan.groups))
         tasks, weights = tasks + more, weights + more_w
     total = sum(t.flop_count * w for t, w in zip(tasks[:n_separate], weights)) or 1.0
     rows = [("ID", "subgraph", "weight", "MFLOP", "share")]

@@ -127,6 +127,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     rewrite = not getattr(args, "no_layout_rewrite", False)
     # Fused and lowered once: the tasks, the layout choice and the final compile all read it.
     plan = plan_network(g, layout_rewrite=rewrite)
+    g = plan.graph  # per-channel scales folded into their convs (``scale_fold``): the groups' graph
     variants = None
     if getattr(args, "layout_tuning", False) or getattr(args, "winograd", False):
         from ansor.graph.layout_tuning import layout_variants, variant_tasks  # noqa: PLC0415 - start-up time

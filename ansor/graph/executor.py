@@ -56,7 +56,8 @@ def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | 
                     strict: bool = False, verbose: bool = True, file: TextIO | None = None,
                     layout_rewrite: bool | None = None,
                     layouts: str | Sequence[str] | None = "auto", untuned: str = "rules",
-                    target: str | None = None, fuse_pairs: object = "auto") -> NetworkModule:
+                    target: str | None = None, fuse_pairs: object = "auto",
+                    fold_scales: bool = True) -> NetworkModule:
     """Build ``network`` (a ``Graph``, or the ``NetworkPlan`` of one, so that nothing is fused or
     lowered again) into a ``NetworkModule``: ``choose_schedules`` (each task's best record in
     ``log_file``, else an untuned schedule, named in a table on ``file`` (stderr) unless
@@ -91,6 +92,9 @@ def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | 
     ``(producer, consumer)`` group indices. Applied before ``layouts`` (a network whose pairs
     are fused is another partition: its layout choice is its own).
 
+    ``fold_scales`` (a ``Graph`` only; a plan was made with its own): per-channel scales read by a
+    conv (a squeeze-excite's gate) moved onto its weight (``scale_fold``).
+
     ``target``: the CPU to build for (``"x86-64-v3"``...: ``measure.targets``; default ``native``);
     only its records count (others are ignored with a warning); ``load_module`` checks the CPU."""
     from measure.targets import get_target, use_target  # noqa: PLC0415 - LLVM starts only when built
@@ -105,7 +109,8 @@ def compile_network(network: Graph | NetworkPlan, log_file: str | os.PathLike | 
     if log_file is not None and not Path(log_file).exists():
         raise FileNotFoundError(f"log file {os.fspath(log_file)!r} does not exist")
     if isinstance(network, Graph):
-        plan = plan_network(graph, layout_rewrite=True if layout_rewrite is None else layout_rewrite)
+        plan = plan_network(graph, layout_rewrite=True if layout_rewrite is None else layout_rewrite,
+                            fold_scales=fold_scales)
     else:
         plan = network
         if layout_rewrite is not None and layout_rewrite != plan.layout_rewrite:

@@ -21,6 +21,7 @@ from .fuse import DEFAULT_MAX_DEPTH
 from .ir import Graph
 from .layout_tuning import check_layouts
 from .layouts import NHWC, lower_group_in_layout
+from .scale_fold import fold_channel_scales
 from .tasks import GraphTask, Occurrence, is_view_group, lower_groups, tasks_from_groups
 from .two_anchor import PairCandidate, fuse_pairs
 
@@ -57,12 +58,18 @@ class NetworkPlan:
 
 
 def plan_network(graph: Graph, layout_rewrite: bool = True, layouts: Sequence[str] | None = None,
-                 include_simple: bool = False, max_depth: int = DEFAULT_MAX_DEPTH) -> NetworkPlan:
+                 include_simple: bool = False, max_depth: int = DEFAULT_MAX_DEPTH,
+                 fold_scales: bool = True) -> NetworkPlan:
     """Fuse and lower ``graph`` once. ``layouts``: one per fused group (None: NHWC everywhere);
     ``layout_rewrite``: tasks measure constant packs outside the timed kernel (as the compiled
-    network runs them); ``include_simple``: injective-only groups are tasks too."""
+    network runs them); ``include_simple``: injective-only groups are tasks too;
+    ``fold_scales``: per-channel scales read by a conv moved onto its weight first
+    (``scale_fold``; the plan's ``graph`` is then the rewritten one, which callers use with its
+    groups)."""
     if not isinstance(graph, Graph):
         raise TypeError(f"plan_network takes an ansor.graph.Graph, got {type(graph).__name__}")
+    if fold_scales:
+        graph = fold_channel_scales(graph)
     return _laid_out(graph, tuple(lower_groups(graph, max_depth)), layouts, layout_rewrite, include_simple,
                      "layouts")
 
