@@ -4,15 +4,16 @@ graph says).
 A squeeze-excite block (EfficientNet, MobileNet-V3) ends with ``y * gate`` (gate
 ``[1, 1, 1, C]``, one value per channel) read by a 1x1 projection conv. As written, that
 multiply is a kernel of its own: it reads the whole ``H x W x C`` activation and writes it back
-(9.6 MB each way over EfficientNet-B0's 16 blocks), for the conv to read it again. Because a
+(2.3 million values, 9.2 MB each way, over EfficientNet-B0's 16 blocks), for the conv to read it
+again. Because a
 convolution is linear in each input channel, ``conv(y * s, W) = conv(y, W * s[ci])``: the scale
 moves onto the weight, ``kh x kw x C x Co`` multiplies per inference instead of ``N x H x W x C``
 loads, multiplies and stores. Zero padding commutes with the scale, so the result is the same
 up to float rounding.
 
 It pays where the weight is the smaller of the two, ``N * H * W > kh * kw * Co``: every block of
-EfficientNet-B0 down to 14x14 (the 112x112x32 block: 512 weight products instead of 401,408
-activation products). At 7x7 with 1152 channels into 192 it would not (the weight, 221,184
+EfficientNet-B0 down to 14x14, 2.05 of its 2.3 million values (the 112x112x32 block: 512 weight
+products instead of 401,408 activation products; ``benchmarks/scale_fold.py`` lists them). At 7x7 with 1152 channels into 192 it would not (the weight, 221,184
 values, is four times the activation, and a computed weight is packed per inference instead of
 once at compile time), and the multiply is kept.
 
@@ -25,10 +26,10 @@ from __future__ import annotations
 
 from .ir import Graph, Node, make_node
 
-__all__ = ["fold_channel_scales", "foldable_scale"]
+__all__ = ["channel_vector", "fold_channel_scales", "foldable_scale"]
 
 
-def _channel_vector(shape: tuple[int, ...], channels: int) -> bool:
+def channel_vector(shape: tuple[int, ...], channels: int) -> bool:
     """``shape`` broadcasts along the last axis only: ``[.., 1, C]`` with every other extent 1."""
     return len(shape) >= 1 and shape[-1] == channels and all(d == 1 for d in shape[:-1])
 
@@ -49,7 +50,7 @@ def foldable_scale(graph: Graph, conv: Node, producers: dict[str, Node], readers
         return None
     a, b = mul.inputs
     for y, s in ((a, b), (b, a)):
-        if graph.type_of(y).shape == (n, h, w, ci) and _channel_vector(graph.type_of(s).shape, ci):
+        if graph.type_of(y).shape == (n, h, w, ci) and channel_vector(graph.type_of(s).shape, ci):
             return y, s
     return None
 
