@@ -91,57 +91,55 @@ def _resnet(depth: int, batch: int, image_size: int, seed: int, classes: int = 1
     return b.build(net.classifier(x, classes))
 
 
-def _mobilenet_v2(batch: int, image_size: int, seed: int, classes: int = 1000) -> Graph:
-    net = _Net("mobilenet-v2", seed)
+def _inverted_residuals(net: _Net, x: Var, cfg: list[tuple[int, int, int, int, int]], act: str,
+                        se: bool) -> Var:
+    """MobileNet-V2's inverted residual blocks, EfficientNet's MBConv with ``se``: per entry
+    (expansion, output channels, repeats, first stride, depthwise kernel), 1x1 expand (none at
+    expansion 1), depthwise, optional squeeze-excite (the reduced width a quarter of the block's
+    input channels, a sigmoid gate scaling the depthwise output per channel), 1x1 project, the
+    residual where the shape allows."""
     b = net.b
-    x = b.input("data", (batch, image_size, image_size, 3))
-    x = net.conv(x, 32, 3, 2, act="relu6", name="conv1")
-    cin = 32
-    cfg = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
-    k = 0
-    for t, c, n, s in cfg:
-        for i in range(n):
-            k += 1
-            stride, p, hidden = (s if i == 0 else 1), f"block{k}", cin * t
-            y = net.conv(x, hidden, 1, act="relu6", name=f"{p}_expand") if t != 1 else x
-            y = net.conv(y, hidden, 3, stride, groups=hidden, act="relu6", name=f"{p}_dw")
-            use_res = stride == 1 and cin == c
-            y = net.conv(y, c, 1, act=None, gain=0.5 if use_res else 1.0, name=f"{p}_project")
-            x = b.add(x, y, name=f"{p}_add") if use_res else y
-            cin = c
-    x = net.conv(x, 1280, 1, act="relu6", name="conv_last")
-    return b.build(net.classifier(x, classes))
-
-
-def _efficientnet_b0(batch: int, image_size: int, seed: int, classes: int = 1000) -> Graph:
-    """EfficientNet-B0: MBConv blocks (1x1 expand, depthwise 3x3 or 5x5, squeeze-excite, 1x1
-    project), SiLU activations, the SE's reduced width a quarter of the block's input channels
-    and its gate a sigmoid scaling the depthwise output per channel."""
-    net = _Net("efficientnet-b0", seed)
-    b = net.b
-    x = b.input("data", (batch, image_size, image_size, 3))
-    x = net.conv(x, 32, 3, 2, act="swish", name="stem")
-    cin = 32
-    # (expansion, output channels, repeats, first stride, kernel), the B0 table
-    cfg = [(1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3),
-           (6, 112, 3, 1, 5), (6, 192, 4, 2, 5), (6, 320, 1, 1, 3)]
-    k = 0
+    cin, k = x.shape[-1], 0
     for t, c, n, s, ks in cfg:
         for i in range(n):
             k += 1
             stride, p, hidden = (s if i == 0 else 1), f"block{k}", cin * t
-            y = net.conv(x, hidden, 1, act="swish", name=f"{p}_expand") if t != 1 else x
-            y = net.conv(y, hidden, ks, stride, groups=hidden, act="swish", name=f"{p}_dw")
-            se = b.global_avg_pool(y, name=f"{p}_se_pool")
-            se = net.conv(se, max(1, cin // 4), 1, act="swish", name=f"{p}_se_reduce")
-            se = net.conv(se, hidden, 1, act=None, name=f"{p}_se_expand")
-            y = b.mul(y, b.sigmoid(se, name=f"{p}_se_gate"), name=f"{p}_se_scale")
+            y = net.conv(x, hidden, 1, act=act, name=f"{p}_expand") if t != 1 else x
+            y = net.conv(y, hidden, ks, stride, groups=hidden, act=act, name=f"{p}_dw")
+            if se:
+                g = b.global_avg_pool(y, name=f"{p}_se_pool")
+                g = net.conv(g, max(1, cin // 4), 1, act=act, name=f"{p}_se_reduce")
+                g = net.conv(g, hidden, 1, act=None, name=f"{p}_se_expand")
+                y = b.mul(y, b.sigmoid(g, name=f"{p}_se_gate"), name=f"{p}_se_scale")
             use_res = stride == 1 and cin == c
             y = net.conv(y, c, 1, act=None, gain=0.5 if use_res else 1.0, name=f"{p}_project")
             x = b.add(x, y, name=f"{p}_add") if use_res else y
             cin = c
+    return x
+
+
+def _mobilenet_v2(batch: int, image_size: int, seed: int, classes: int = 1000) -> Graph:
+    net = _Net("mobilenet-v2", seed)
+    x = net.b.input("data", (batch, image_size, image_size, 3))
+    x = net.conv(x, 32, 3, 2, act="relu6", name="conv1")
+    cfg = [(1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 32, 3, 2, 3), (6, 64, 4, 2, 3), (6, 96, 3, 1, 3),
+           (6, 160, 3, 2, 3), (6, 320, 1, 1, 3)]
+    x = _inverted_residuals(net, x, cfg, "relu6", se=False)
+    x = net.conv(x, 1280, 1, act="relu6", name="conv_last")
+    return net.b.build(net.classifier(x, classes))
+
+
+def _efficientnet_b0(batch: int, image_size: int, seed: int, classes: int = 1000) -> Graph:
+    """EfficientNet-B0: MBConv blocks with squeeze-excite (``_inverted_residuals``), SiLU, 3x3 and
+    5x5 depthwise convs."""
+    net = _Net("efficientnet-b0", seed)
+    x = net.b.input("data", (batch, image_size, image_size, 3))
+    x = net.conv(x, 32, 3, 2, act="swish", name="stem")
+    cfg = [(1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3),
+           (6, 112, 3, 1, 5), (6, 192, 4, 2, 5), (6, 320, 1, 1, 3)]  # the B0 table
+    x = _inverted_residuals(net, x, cfg, "swish", se=True)
     x = net.conv(x, 1280, 1, act="swish", name="head")
-    return b.build(net.classifier(x, classes))
+    return net.b.build(net.classifier(x, classes))
 
 
 def _bert_layer(batch: int, seq_len: int, seed: int, hidden: int = 768, heads: int = 12, ffn: int = 3072) -> Graph:
