@@ -262,7 +262,6 @@ def _calibration(plan, args: argparse.Namespace, variants, candidates, group_key
     if getattr(args, "no_calibrate", False) or args.target != "native" or args.cluster is not None:
         return None
     choose = None
-    cal: list[NetworkCalibration] = []  # the callback, for the choice made before each profile
     if variants is not None or candidates:
         from ansor.graph.network_choice import choose_network  # noqa: PLC0415 - start-up time
 
@@ -270,10 +269,10 @@ def _calibration(plan, args: argparse.Namespace, variants, candidates, group_key
             return choose_network(plan, args.log, candidates, variants,
                                   blocked=getattr(args, "layout_tuning", False),
                                   winograd=getattr(args, "winograd", False), cache=args.cache,
-                                  factors=cal[0].key_factors())
-    cal.append(NetworkCalibration(network_profiler(plan, args.log, args.target, choose), group_keys, pair_keys,
-                                  every=max(1, trials // 4), tsv=f"{args.log}.calibration.tsv"))
-    return cal[0]
+                                  factors=calibration.key_factors())
+    calibration = NetworkCalibration(network_profiler(plan, args.log, args.target, choose), group_keys,
+                                     pair_keys, every=max(1, trials // 4), tsv=f"{args.log}.calibration.tsv")
+    return calibration
 
 
 def export_path(log: str) -> str:

@@ -39,6 +39,7 @@ it came.
 """
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
@@ -49,6 +50,8 @@ from typing import Any, TextIO
 
 from ..scheduler_policy import NO_COST
 from ..scheduler_progress import TaskSchedulerCallback
+from .layouts import NHWC
+from .winograd_variant import winograd_m
 
 __all__ = ["ALTERNATIVE", "FACTOR_RANGE", "Calibration", "NetworkCalibration", "alternative_layouts", "calibrate",
            "factors_from_profile", "append_tsv", "median_profile", "network_profiler", "task_factors"]
@@ -264,11 +267,11 @@ def alternative_layouts(choice: Any) -> list[str] | None:
     out = list(choice.layouts.layouts)
     swapped = False
     for i, (v, costs) in enumerate(zip(choice.variants, choice.layouts.group_costs)):
-        names = list(v.layouts)
-        wino = [(c, n) for n, c in zip(names, costs) if n.startswith("winograd") and c != float("inf")]
-        if out[i].startswith("winograd") and "NHWC" in names and costs[names.index("NHWC")] != float("inf"):
-            out[i], swapped = "NHWC", True
-        elif out[i] == "NHWC" and wino:
+        cost = dict(zip(v.layouts, costs))
+        wino = [(c, n) for n, c in cost.items() if winograd_m(n) is not None and math.isfinite(c)]
+        if winograd_m(out[i]) is not None and math.isfinite(cost.get(NHWC, math.inf)):
+            out[i], swapped = NHWC, True
+        elif out[i] == NHWC and wino:
             out[i], swapped = min(wino)[1], True
     return out if swapped else None
 

@@ -77,8 +77,8 @@ def fold_channel_scales(graph: Graph) -> Graph:
         taken.add(name)
         return name
 
-    dropped = {producers[c].inputs[0] for c in folds}
-    types = {name: graph.type_of(name) for name in taken}
+    dropped = {producers[c].inputs[0] for c in folds}  # the products: read by their conv alone
+    t = graph.type_of
     nodes: list[Node] = []
     for node in graph.nodes:
         if node.name in dropped:
@@ -86,12 +86,10 @@ def fold_channel_scales(graph: Graph) -> Graph:
         if node.name in folds:
             y, s = folds[node.name]
             w = node.inputs[1]
-            ci = types[w].shape[2]
-            r = make_node(fresh(f"{node.name}_scale"), "reshape", [s], [types[s]], {"shape": (1, 1, ci, 1)})
-            sw = make_node(fresh(f"{node.name}_scaled_w"), "mul", [w, r.name], [types[w], r.type])
+            r = make_node(fresh(f"{node.name}_scale"), "reshape", [s], [t(s)], {"shape": (1, 1, t(w).shape[2], 1)})
+            sw = make_node(fresh(f"{node.name}_scaled_w"), "mul", [w, r.name], [t(w), r.type])
             nodes += [r, sw]
-            types[r.name], types[sw.name] = r.type, sw.type
             node = make_node(node.name, node.op, [y, sw.name, *node.inputs[2:]],
-                             [types[y], sw.type, *(types[i] for i in node.inputs[2:])], node.attrs)
+                             [t(y), sw.type, *(t(i) for i in node.inputs[2:])], node.attrs)
         nodes.append(node)
     return Graph(graph.inputs, graph.constants, tuple(nodes), graph.outputs, graph.name, graph.io_dtypes)

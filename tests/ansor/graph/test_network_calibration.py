@@ -129,3 +129,37 @@ def test_the_alternative_networks_rows_give_factors_but_not_the_networks_time():
     assert cal.profile_seconds == pytest.approx(7e-3) and cal.alternative_seconds == pytest.approx(6e-3)
     assert cal.measured == pytest.approx({keys[0]: 2.0, keys[1]: 1.5, keys[2]: 2.0})  # key 0: both networks
     assert cal.by_key() == dict(zip(keys, cal.factors))
+
+
+def test_the_profiler_profiles_the_network_with_winograd_swapped_too(monkeypatch):
+    """``network_profiler``: the chosen network, then the one ``alternative_layouts`` gives,
+    its rows marked; no second network when nothing can be swapped."""
+    from types import SimpleNamespace
+
+    from ansor.graph import executor
+    from ansor.graph.network_calibration import network_profiler
+
+    compiled = []
+
+    def fake_compile(plan, log_file=None, target=None, verbose=True, layouts="auto"):
+        compiled.append(layouts)
+        t = 2e-3 if layouts == "auto" else 3e-3
+        return SimpleNamespace(profile=lambda statistic: [{"task": "conv", "seconds": t}])
+
+    monkeypatch.setattr(executor, "compile_network", fake_compile)
+
+    def choice(chosen):
+        variants = [SimpleNamespace(layouts=("NHWC", "winograd4"))]
+        return SimpleNamespace(layouts=SimpleNamespace(layouts=(chosen,), group_costs=((1.0, 0.5),)),
+                               variants=variants)
+
+    rows = network_profiler(None, "log.json", choose=lambda: choice("winograd4"))()
+    assert compiled == ["auto", ["NHWC"]]
+    assert rows == [{"task": "conv", "seconds": 2e-3}, {"task": "conv", "seconds": 3e-3, ALTERNATIVE: True}]
+    compiled.clear()
+    network_profiler(None, "log.json", choose=lambda: choice("NHWC"))()
+    assert compiled == ["auto", ["winograd4"]]
+    compiled.clear()
+    no_wino = SimpleNamespace(layouts=SimpleNamespace(layouts=("NHWC",), group_costs=((1.0,),)),
+                              variants=[SimpleNamespace(layouts=("NHWC",))])
+    assert len(network_profiler(None, "log.json", choose=lambda: no_wino)()) == 1 and compiled == ["auto"]

@@ -88,3 +88,20 @@ def test_a_compiled_se_block_matches_the_original_graph():
     g = se_block(hw=12, c=16, co=8)
     lib = ansor.compile_network(g, verbose=False)
     assert_network_matches(lib, g, atol=1e-4)
+
+
+def test_hostile_and_taken_names_survive_the_fold():
+    """The new nodes are named after the conv; a name with quotes and a newline, and a graph
+    that already uses the name the fold would pick, still fold, compile and match."""
+    r = np.random.default_rng(2)
+    b = GraphBuilder("se")
+    x = b.input("x", (1, 12, 12, 8))
+    y = b.relu(x, name='y"\n')
+    gate = b.sigmoid(b.global_avg_pool(y, name="pool"), name="conv'\n\"_scale")  # the fold's pick
+    scaled = b.mul(y, gate, name="scaled")
+    w = b.constant((r.standard_normal((1, 1, 8, 4)) / 3).astype(np.float32), "w")
+    g = b.build(b.conv2d(scaled, w, name="conv'\n\""))
+    f = fold_channel_scales(g)
+    assert "scaled" not in {n.name for n in f.nodes} and "conv'\n\"_scale_2" in {n.name for n in f.nodes}
+    _check_same(g, f)
+    assert_network_matches(ansor.compile_network(g, verbose=False), g, atol=1e-4)
